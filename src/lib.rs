@@ -1,0 +1,40 @@
+//! keel: a coordination server that speaks Apache ZooKeeper's client protocol.
+//!
+//! One write travels: `net` (framing, handshake) -> `server` (prep: validate and turn the
+//! request into a deterministic `Txn`; commit; apply to the `tree`, fire `watch`es) ->
+//! `net` (watch events, then replies, to each session in order). Reads are answered by
+//! `server` in the session's request order. See shared/DESIGN.md.
+//!
+//! Layout:
+//! - [`config`]: zoo.cfg -> typed, validated [`config::Config`].
+//! - [`proto`]: opcodes, error codes, requests and responses as Rust enums.
+//! - [`tree`]: the DataTree of znodes, Stat, ACL checks. Pure data, no I/O.
+//! - [`session`]: the session table and expiry in tick buckets (time is an input).
+//! - [`watch`]: one-shot, persistent and recursive watches.
+//! - [`server`]: the request pipeline over the state machine (prep, apply, reads).
+//! - [`net`]: tokio listener and connections; the only layer that does I/O.
+//! - [`admin`]: four-letter words.
+
+pub mod admin;
+pub mod config;
+pub mod net;
+pub mod proto;
+pub mod server;
+pub mod session;
+pub mod tree;
+pub mod watch;
+
+/// The state machine's settings from a loaded zoo.cfg.
+pub fn server_settings(config: &config::Config) -> server::Settings {
+    server::Settings {
+        tick_ms: config.tick_time_ms,
+        min_session_timeout_ms: config.min_session_timeout_ms as i32,
+        max_session_timeout_ms: config.max_session_timeout_ms as i32,
+        super_digest: config.super_digest.clone(),
+        prep: server::prep::PrepSettings {
+            extended_types: config.extended_types_enabled,
+            enforce_quota: config.enforce_quota,
+        },
+        container_check_interval_ms: config.container_check_interval_ms,
+    }
+}

@@ -1,0 +1,2 @@
+//! The runtime layer: tokio listener and connections. See [`listener`].
+pub mod listener;

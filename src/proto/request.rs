@@ -1,0 +1,268 @@
+//! Typed client requests, decoded from a request header's opcode and the body bytes.
+
+use super::opcode as op;
+use bytes::Bytes;
+use jute::{
+    Acl, AddWatchRequest, AuthPacket, CheckVersionRequest, CreateRequest, CreateTtlRequest,
+    Decoder, DeleteRequest, JuteError, MultiHeader, PathRequest, PathWatchRequest, Record,
+    ReconfigRequest, SetAclRequest, SetDataRequest, SetWatches, SetWatches2, WatchesRequest,
+};
+
+/// A create mode (shared/PROTOCOL.md, "Create modes"); the discriminant is the flag value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreateMode {
+    Persistent = 0,
+    Ephemeral = 1,
+    PersistentSequential = 2,
+    EphemeralSequential = 3,
+    Container = 4,
+    PersistentWithTtl = 5,
+    PersistentSequentialWithTtl = 6,
+}
+
+impl CreateMode {
+    /// The mode for a wire flag value, or `None` for an unknown one.
+    pub fn from_flags(flags: i32) -> Option<CreateMode> {
+        Some(match flags {
+            0 => CreateMode::Persistent,
+            1 => CreateMode::Ephemeral,
+            2 => CreateMode::PersistentSequential,
+            3 => CreateMode::EphemeralSequential,
+            4 => CreateMode::Container,
+            5 => CreateMode::PersistentWithTtl,
+            6 => CreateMode::PersistentSequentialWithTtl,
+            _ => return None,
+        })
+    }
+    pub fn is_ephemeral(self) -> bool {
+        matches!(self, CreateMode::Ephemeral | CreateMode::EphemeralSequential)
+    }
+    pub fn is_sequential(self) -> bool {
+        matches!(
+            self,
+            CreateMode::PersistentSequential
+                | CreateMode::EphemeralSequential
+                | CreateMode::PersistentSequentialWithTtl
+        )
+    }
+    pub fn is_container(self) -> bool {
+        self == CreateMode::Container
+    }
+    pub fn is_ttl(self) -> bool {
+        matches!(
+            self,
+            CreateMode::PersistentWithTtl | CreateMode::PersistentSequentialWithTtl
+        )
+    }
+}
+
+/// Any of create (1), create2 (15), createContainer (19), createTTL (21).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateOp {
+    /// Which create opcode this came as: it decides the reply record.
+    pub opcode: i32,
+    pub path: String,
+    pub data: Bytes,
+    pub acl: Vec<Acl>,
+    /// Raw create flags; validated by the server (an unknown value is BADARGUMENTS).
+    pub flags: i32,
+    /// Time to live in ms for TTL modes, else 0.
+    pub ttl_ms: i64,
+}
+
+impl CreateOp {
+    fn from_create(opcode: i32, r: CreateRequest) -> Self {
+        CreateOp {
+            opcode,
+            path: r.path,
+            data: r.data,
+            acl: r.acl,
+            flags: r.flags,
+            ttl_ms: 0,
+        }
+    }
+    fn from_ttl(r: CreateTtlRequest) -> Self {
+        CreateOp {
+            opcode: op::CREATE_TTL,
+            path: r.path,
+            data: r.data,
+            acl: r.acl,
+            flags: r.flags,
+            ttl_ms: r.ttl_ms,
+        }
+    }
+}
+
+/// One op inside multi (14) or multiRead (22).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MultiOp {
+    Create(CreateOp),
+    Delete(DeleteRequest),
+    SetData(SetDataRequest),
+    Check(CheckVersionRequest),
+    GetChildren(PathRequest),
+    GetData(PathRequest),
+}
+
+impl MultiOp {
+    /// The op's opcode as the multi header carries it.
+    pub fn opcode(&self) -> i32 {
+        match self {
+            MultiOp::Create(c) => c.opcode,
+            MultiOp::Delete(_) => op::DELETE,
+            MultiOp::SetData(_) => op::SET_DATA,
+            MultiOp::Check(_) => op::CHECK,
+            MultiOp::GetChildren(_) => op::GET_CHILDREN,
+            MultiOp::GetData(_) => op::GET_DATA,
+        }
+    }
+    /// The path the op acts on.
+    pub fn path(&self) -> &str {
+        match self {
+            MultiOp::Create(c) => &c.path,
+            MultiOp::Delete(d) => &d.path,
+            MultiOp::SetData(s) => &s.path,
+            MultiOp::Check(c) => &c.path,
+            MultiOp::GetChildren(p) | MultiOp::GetData(p) => &p.path,
+        }
+    }
+}
+
+/// A decoded client request (everything after the request header).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    Create(CreateOp),
+    Delete(DeleteRequest),
+    DeleteContainer(PathRequest),
+    Exists(PathWatchRequest),
+    GetData(PathWatchRequest),
+    SetData(SetDataRequest),
+    GetAcl(PathRequest),
+    SetAcl(SetAclRequest),
+    GetChildren(PathWatchRequest),
+    GetChildren2(PathWatchRequest),
+    Sync(PathRequest),
+    Ping,
+    Check(CheckVersionRequest),
+    Multi(Vec<MultiOp>),
+    MultiRead(Vec<MultiOp>),
+    Reconfig(ReconfigRequest),
+    CheckWatches(WatchesRequest),
+    RemoveWatches(WatchesRequest),
+    Auth(AuthPacket),
+    /// setWatches (101) is carried as setWatches2 with no persistent watches.
+    SetWatches(SetWatches2),
+    Sasl,
+    GetEphemerals(PathRequest),
+    GetAllChildrenNumber(PathRequest),
+    AddWatch(AddWatchRequest),
+    WhoAmI,
+    CloseSession,
+    /// An opcode this server does not know; answered with UNIMPLEMENTED.
+    Unknown(i32),
+}
+
+impl Request {
+    /// Decodes the body of a request with opcode `opcode`.
+    ///
+    /// Errors: any [`JuteError`] when the body does not hold the op's record; the caller
+    /// closes the connection (a malformed packet closes only that connection).
+    pub fn decode(opcode: i32, body: &[u8]) -> Result<Request, JuteError> {
+        let mut d = Decoder::new(body);
+        let d = &mut d;
+        let req = match opcode {
+            op::CREATE | op::CREATE2 | op::CREATE_CONTAINER => {
+                Request::Create(CreateOp::from_create(opcode, d.record()?))
+            }
+            op::CREATE_TTL => Request::Create(CreateOp::from_ttl(d.record()?)),
+            op::DELETE => Request::Delete(d.record()?),
+            op::DELETE_CONTAINER => Request::DeleteContainer(d.record()?),
+            op::EXISTS => Request::Exists(d.record()?),
+            op::GET_DATA => Request::GetData(d.record()?),
+            op::SET_DATA => Request::SetData(d.record()?),
+            op::GET_ACL => Request::GetAcl(d.record()?),
+            op::SET_ACL => Request::SetAcl(d.record()?),
+            op::GET_CHILDREN => Request::GetChildren(d.record()?),
+            op::GET_CHILDREN2 => Request::GetChildren2(d.record()?),
+            op::SYNC => Request::Sync(d.record()?),
+            op::PING => Request::Ping,
+            op::CHECK => Request::Check(d.record()?),
+            op::MULTI => Request::Multi(decode_multi(d, false)?),
+            op::MULTI_READ => Request::MultiRead(decode_multi(d, true)?),
+            op::RECONFIG => Request::Reconfig(d.record()?),
+            op::CHECK_WATCHES => Request::CheckWatches(d.record()?),
+            op::REMOVE_WATCHES => Request::RemoveWatches(d.record()?),
+            op::AUTH => Request::Auth(d.record()?),
+            op::SET_WATCHES => {
+                let w: SetWatches = d.record()?;
+                Request::SetWatches(SetWatches2 {
+                    relative_zxid: w.relative_zxid,
+                    data_watches: w.data_watches,
+                    exist_watches: w.exist_watches,
+                    child_watches: w.child_watches,
+                    persistent_watches: Vec::new(),
+                    persistent_recursive_watches: Vec::new(),
+                })
+            }
+            op::SET_WATCHES2 => Request::SetWatches(d.record()?),
+            op::SASL => return Ok(Request::Sasl),
+            op::GET_EPHEMERALS => Request::GetEphemerals(d.record()?),
+            op::GET_ALL_CHILDREN_NUMBER => Request::GetAllChildrenNumber(d.record()?),
+            op::ADD_WATCH => Request::AddWatch(d.record()?),
+            op::WHO_AM_I => Request::WhoAmI,
+            op::CLOSE_SESSION => Request::CloseSession,
+            other => return Ok(Request::Unknown(other)),
+        };
+        Ok(req)
+    }
+
+    /// Whether the request changes state and so becomes a txn with its own zxid.
+    pub fn is_write(&self) -> bool {
+        matches!(
+            self,
+            Request::Create(_)
+                | Request::Delete(_)
+                | Request::DeleteContainer(_)
+                | Request::SetData(_)
+                | Request::SetAcl(_)
+                | Request::Check(_)
+                | Request::Multi(_)
+                | Request::Reconfig(_)
+                | Request::CloseSession
+        )
+    }
+}
+
+/// Reads multi ops until the terminating header (`done` = true).
+///
+/// A read op inside multi, or a write op inside multiRead, is malformed, as in
+/// ZooKeeper's MultiOperationRecord.
+fn decode_multi(d: &mut Decoder<'_>, read: bool) -> Result<Vec<MultiOp>, JuteError> {
+    let mut ops = Vec::new();
+    loop {
+        let h: MultiHeader = d.record()?;
+        if h.done {
+            return Ok(ops);
+        }
+        let item = match (h.op_type, read) {
+            (op::CREATE | op::CREATE2 | op::CREATE_CONTAINER, false) => {
+                MultiOp::Create(CreateOp::from_create(h.op_type, d.record()?))
+            }
+            (op::CREATE_TTL, false) => MultiOp::Create(CreateOp::from_ttl(d.record()?)),
+            (op::DELETE, false) => MultiOp::Delete(d.record()?),
+            (op::SET_DATA, false) => MultiOp::SetData(d.record()?),
+            (op::CHECK, false) => MultiOp::Check(d.record()?),
+            (op::GET_CHILDREN, true) => MultiOp::GetChildren(d.record()?),
+            (op::GET_DATA, true) => MultiOp::GetData(d.record()?),
+            (other, _) => return Err(JuteError::BadType(other)),
+        };
+        ops.push(item);
+    }
+}
+
+/// Reads a record and nothing else from `body`; a helper for records decoded outside
+/// [`Request::decode`].
+pub fn decode_record<R: Record>(body: &[u8]) -> Result<R, JuteError> {
+    let mut d = Decoder::new(body);
+    R::decode(&mut d)
+}

@@ -1,0 +1,235 @@
+//! Apply: a committed txn mutates the tree and fires watches (ZooKeeper's
+//! DataTree.processTxn and FinalRequestProcessor), then the result is encoded as the
+//! reply the client expects for its opcode.
+
+use super::reply;
+use super::txn::{Txn, TxnOp};
+use super::Server;
+use crate::proto::opcode::{self as op, event, state};
+use crate::proto::ErrorCode;
+use crate::tree::path;
+use crate::watch::{ConnId, Table};
+use bytes::Bytes;
+use jute::{Create2Response, CreateResponse, ErrorResponse, MultiHeader, Record, Stat, StatResponse};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// What applying one txn (or one op of a multi) produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpResult {
+    Session,
+    Create { opcode: i32, path: String, stat: Stat },
+    Delete,
+    SetData(Stat),
+    SetAcl(Stat),
+    Check,
+    Multi(Vec<OpResult>),
+    MultiError(Vec<ErrorCode>),
+    Error(ErrorCode),
+}
+
+impl Server {
+    /// Applies a committed txn.
+    pub(crate) fn apply(&mut self, txn: &Txn) -> OpResult {
+        match &txn.op {
+            TxnOp::CreateSession { timeout_ms, passwd } => {
+                self.sessions
+                    .add(txn.session_id, *timeout_ms, *passwd, txn.time_ms);
+                OpResult::Session
+            }
+            TxnOp::CloseSession { ephemerals } => {
+                for p in ephemerals {
+                    if self.tree.delete(p, txn.zxid).is_ok() {
+                        self.fire_deleted(p);
+                    }
+                }
+                self.sessions.remove(txn.session_id);
+                OpResult::Session
+            }
+            TxnOp::Multi(ops) => OpResult::Multi(
+                ops.iter()
+                    .map(|o| self.apply_op(o, txn.zxid, txn.time_ms))
+                    .collect(),
+            ),
+            TxnOp::MultiError(codes) => OpResult::MultiError(codes.clone()),
+            other => self.apply_op(other, txn.zxid, txn.time_ms),
+        }
+    }
+
+    fn apply_op(&mut self, o: &TxnOp, zxid: i64, time_ms: i64) -> OpResult {
+        let r = match o {
+            TxnOp::Create {
+                opcode,
+                path,
+                data,
+                acl,
+                owner,
+                parent_creates,
+            } => self
+                .tree
+                .create(
+                    path,
+                    data.clone(),
+                    Arc::new(acl.clone()),
+                    *owner,
+                    *parent_creates,
+                    zxid,
+                    time_ms,
+                )
+                .map(|stat| {
+                    self.fire_created(path);
+                    OpResult::Create {
+                        opcode: *opcode,
+                        path: path.clone(),
+                        stat,
+                    }
+                }),
+            TxnOp::Delete { path } => self.tree.delete(path, zxid).map(|()| {
+                self.fire_deleted(path);
+                OpResult::Delete
+            }),
+            TxnOp::SetData {
+                path,
+                data,
+                version,
+            } => self
+                .tree
+                .set_data(path, data.clone(), *version, zxid, time_ms)
+                .map(|stat| {
+                    self.fire(Table::Data, path, event::NODE_DATA_CHANGED, &BTreeSet::new());
+                    OpResult::SetData(stat)
+                }),
+            TxnOp::SetAcl {
+                path,
+                acl,
+                aversion,
+            } => self
+                .tree
+                .set_acl(path, Arc::new(acl.clone()), *aversion)
+                .map(OpResult::SetAcl),
+            TxnOp::Check { .. } => Ok(OpResult::Check),
+            TxnOp::Error(code) => Ok(OpResult::Error(*code)),
+            TxnOp::CreateSession { .. }
+            | TxnOp::CloseSession { .. }
+            | TxnOp::Multi(_)
+            | TxnOp::MultiError(_) => Err(ErrorCode::RuntimeInconsistency),
+        };
+        r.unwrap_or_else(|code| {
+            tracing::error!(zxid, ?code, "txn did not apply: the tree and the log disagree");
+            OpResult::Error(code)
+        })
+    }
+
+    fn fire(
+        &mut self,
+        t: Table,
+        p: &str,
+        event_type: i32,
+        suppress: &BTreeSet<ConnId>,
+    ) -> BTreeSet<ConnId> {
+        let conns = self.watches.trigger(t, p, event_type, suppress);
+        if !conns.is_empty() {
+            let packet = reply::notification(event_type, state::SYNC_CONNECTED, p);
+            for c in &conns {
+                self.send(*c, packet.clone());
+            }
+        }
+        conns
+    }
+
+    fn fire_created(&mut self, p: &str) {
+        let none = BTreeSet::new();
+        self.fire(Table::Data, p, event::NODE_CREATED, &none);
+        let parent = path::split(p).0;
+        self.fire(Table::Child, parent, event::NODE_CHILDREN_CHANGED, &none);
+    }
+
+    fn fire_deleted(&mut self, p: &str) {
+        let none = BTreeSet::new();
+        let told = self.fire(Table::Data, p, event::NODE_DELETED, &none);
+        self.fire(Table::Child, p, event::NODE_DELETED, &told);
+        let parent = path::split(p).0;
+        self.fire(Table::Child, parent, event::NODE_CHILDREN_CHANGED, &none);
+    }
+}
+
+fn encode_op(buf: &mut bytes::BytesMut, r: &OpResult) {
+    match r {
+        OpResult::Create { opcode, path, stat } => {
+            if *opcode == op::CREATE {
+                CreateResponse { path: path.clone() }.encode(buf)
+            } else {
+                Create2Response {
+                    path: path.clone(),
+                    stat: stat.clone(),
+                }
+                .encode(buf)
+            }
+        }
+        OpResult::SetData(stat) | OpResult::SetAcl(stat) => {
+            StatResponse { stat: stat.clone() }.encode(buf)
+        }
+        _ => {}
+    }
+}
+
+fn multi_type(r: &OpResult) -> i32 {
+    match r {
+        OpResult::Create { opcode, .. } => *opcode,
+        OpResult::Delete => op::DELETE,
+        OpResult::SetData(_) => op::SET_DATA,
+        OpResult::SetAcl(_) => op::SET_ACL,
+        OpResult::Check => op::CHECK,
+        _ => op::ERROR,
+    }
+}
+
+/// Encodes the reply to a write with opcode `opcode` whose txn had `zxid`.
+pub fn encode_result(xid: i32, zxid: i64, opcode: i32, r: &OpResult) -> Bytes {
+    match r {
+        OpResult::Error(code) => reply::header_only(xid, zxid, code.code()),
+        OpResult::Multi(results) => reply::frame(|buf| {
+            jute::ReplyHeader { xid, zxid, err: 0 }.encode(buf);
+            for res in results {
+                MultiHeader {
+                    op_type: multi_type(res),
+                    done: false,
+                    err: 0,
+                }
+                .encode(buf);
+                encode_op(buf, res);
+            }
+            end_multi(buf);
+        }),
+        OpResult::MultiError(codes) => reply::frame(|buf| {
+            jute::ReplyHeader { xid, zxid, err: 0 }.encode(buf);
+            for code in codes {
+                MultiHeader {
+                    op_type: op::ERROR,
+                    done: false,
+                    err: code.code(),
+                }
+                .encode(buf);
+                ErrorResponse { err: code.code() }.encode(buf);
+            }
+            end_multi(buf);
+        }),
+        other => {
+            let _ = opcode;
+            reply::frame(|buf| {
+                jute::ReplyHeader { xid, zxid, err: 0 }.encode(buf);
+                encode_op(buf, other);
+            })
+        }
+    }
+}
+
+/// Writes the header that ends a multi reply.
+pub fn end_multi(buf: &mut bytes::BytesMut) {
+    MultiHeader {
+        op_type: -1,
+        done: true,
+        err: -1,
+    }
+    .encode(buf);
+}

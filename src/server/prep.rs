@@ -1,0 +1,327 @@
+//! Prep: validate a write against the tree (plus the earlier ops of the same multi)
+//! and turn it into a deterministic [`TxnOp`] (ZooKeeper's PrepRequestProcessor).
+//!
+//! The checks run in ZooKeeper's order, so a request that breaks several rules gets the
+//! same error code from keel as from ZooKeeper.
+
+use super::txn::TxnOp;
+use crate::proto::opcode::{self as op, perm};
+use crate::proto::request::{CreateOp, MultiOp};
+use crate::proto::{CreateMode, ErrorCode};
+use crate::tree::{acl, path, znode, DataTree, Owner};
+use jute::{Acl, Id};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Settings prep needs from zoo.cfg.
+#[derive(Debug, Clone)]
+pub struct PrepSettings {
+    /// `extendedTypesEnabled`: TTL nodes allowed.
+    pub extended_types: bool,
+    /// `enforceQuota`: hard quota limits refuse writes.
+    pub enforce_quota: bool,
+}
+
+/// A znode as prep sees it (ZooKeeper's ChangeRecord).
+#[derive(Debug, Clone)]
+struct NodeView {
+    version: i32,
+    aversion: i32,
+    child_creates: i32,
+    num_children: i32,
+    owner: i64,
+    acl: Arc<Vec<Acl>>,
+    data_len: i64,
+}
+
+/// One prep pass: the tree plus an overlay of changes made by earlier ops of the same
+/// multi (`None` = deleted by an earlier op).
+pub struct Prep<'a> {
+    tree: &'a DataTree,
+    settings: &'a PrepSettings,
+    identities: &'a [Id],
+    session_id: i64,
+    overlay: HashMap<String, Option<NodeView>>,
+}
+
+fn check_version(current: i32, expected: i32) -> Result<i32, ErrorCode> {
+    if expected != -1 && expected != current {
+        return Err(ErrorCode::BadVersion);
+    }
+    Ok(current.wrapping_add(1))
+}
+
+fn is_special(p: &str) -> bool {
+    matches!(
+        p,
+        "/" | "/zookeeper" | "/zookeeper/quota" | "/zookeeper/config"
+    )
+}
+
+impl<'a> Prep<'a> {
+    /// A prep pass for a request from `session_id` with the connection's `identities`.
+    pub fn new(
+        tree: &'a DataTree,
+        settings: &'a PrepSettings,
+        identities: &'a [Id],
+        session_id: i64,
+    ) -> Prep<'a> {
+        Prep {
+            tree,
+            settings,
+            identities,
+            session_id,
+            overlay: HashMap::new(),
+        }
+    }
+
+    fn view(&self, p: &str) -> Option<NodeView> {
+        if let Some(v) = self.overlay.get(p) {
+            return v.clone();
+        }
+        self.tree.get(p).map(|n| NodeView {
+            version: n.version,
+            aversion: n.aversion,
+            child_creates: n.child_creates,
+            num_children: n.children.len() as i32,
+            owner: n.ephemeral_owner,
+            acl: n.acl.clone(),
+            data_len: n.data.len() as i64,
+        })
+    }
+
+    fn node(&self, p: &str) -> Result<NodeView, ErrorCode> {
+        self.view(p).ok_or(ErrorCode::NoNode)
+    }
+
+    fn check_acl(&self, node: &NodeView, perm: i32) -> Result<(), ErrorCode> {
+        acl::check(&node.acl, perm, self.identities)
+    }
+
+    fn validate(p: &str) -> Result<(), ErrorCode> {
+        if path::is_valid(p, false) {
+            Ok(())
+        } else {
+            Err(ErrorCode::BadArguments)
+        }
+    }
+
+    /// Hard quota check for a change of `count_delta` znodes and `bytes_delta` bytes
+    /// under `p` (only with `enforceQuota`).
+    fn check_quota(&self, p: &str, count_delta: i64, bytes_delta: i64) -> Result<(), ErrorCode> {
+        if !self.settings.enforce_quota {
+            return Ok(());
+        }
+        let Some((limits, usage)) = self.tree.quota_for(p) else {
+            return Ok(());
+        };
+        if count_delta != 0 {
+            if let Some(hard) = limits.extra("countHardLimit") {
+                if usage.count + count_delta > hard {
+                    return Err(ErrorCode::QuotaExceeded);
+                }
+            }
+        }
+        if bytes_delta != 0 {
+            if let Some(hard) = limits.extra("byteHardLimit") {
+                if usage.bytes + bytes_delta > hard {
+                    return Err(ErrorCode::QuotaExceeded);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Preps one create.
+    pub fn create(&mut self, c: &CreateOp, zxid: i64) -> Result<TxnOp, ErrorCode> {
+        let _ = zxid;
+        let mode = CreateMode::from_flags(c.flags).ok_or(ErrorCode::BadArguments)?;
+        if mode.is_ttl() && !self.settings.extended_types {
+            return Err(ErrorCode::Unimplemented);
+        }
+        let ttl_ms = if c.opcode == op::CREATE_TTL {
+            c.ttl_ms
+        } else {
+            -1
+        };
+        if mode.is_ttl() {
+            if ttl_ms <= 0 || ttl_ms > znode::MAX_TTL_MS {
+                return Err(ErrorCode::BadArguments);
+            }
+        } else if ttl_ms >= 0 {
+            return Err(ErrorCode::BadArguments);
+        }
+        if c.path.rfind('/').is_none() || c.path.contains('\0') {
+            return Err(ErrorCode::BadArguments);
+        }
+        let (parent_path, _) = path::split(&c.path);
+        let acl = acl::fixup(&c.acl, self.identities)?;
+        let parent = self.node(parent_path)?;
+        self.check_acl(&parent, perm::CREATE)?;
+        let final_path = if mode.is_sequential() {
+            format!("{}{:010}", c.path, parent.child_creates)
+        } else {
+            c.path.clone()
+        };
+        Self::validate(&final_path)?;
+        if self.view(&final_path).is_some() {
+            return Err(ErrorCode::NodeExists);
+        }
+        if matches!(Owner::from_raw(parent.owner), Owner::Session(_)) {
+            return Err(ErrorCode::NoChildrenForEphemerals);
+        }
+        self.check_quota(&final_path, 1, c.data.len() as i64)?;
+        let owner = if mode.is_container() {
+            znode::CONTAINER_OWNER
+        } else if mode.is_ttl() {
+            Owner::Ttl(ttl_ms).to_raw()
+        } else if mode.is_ephemeral() {
+            self.session_id
+        } else {
+            0
+        };
+        let parent_creates = parent.child_creates.wrapping_add(1);
+        let mut new_parent = parent;
+        new_parent.child_creates = parent_creates;
+        new_parent.num_children += 1;
+        self.overlay
+            .insert(parent_path.to_string(), Some(new_parent));
+        self.overlay.insert(
+            final_path.clone(),
+            Some(NodeView {
+                version: 0,
+                aversion: 0,
+                child_creates: 0,
+                num_children: 0,
+                owner,
+                acl: Arc::new(acl.clone()),
+                data_len: c.data.len() as i64,
+            }),
+        );
+        Ok(TxnOp::Create {
+            opcode: c.opcode,
+            path: final_path,
+            data: c.data.clone(),
+            acl,
+            owner,
+            parent_creates,
+        })
+    }
+
+    /// Preps one delete.
+    pub fn delete(&mut self, p: &str, version: i32) -> Result<TxnOp, ErrorCode> {
+        if p.rfind('/').is_none() || p.contains('\0') || is_special(p) {
+            return Err(ErrorCode::BadArguments);
+        }
+        let (parent_path, _) = path::split(p);
+        let parent = self.node(parent_path)?;
+        self.check_acl(&parent, perm::DELETE)?;
+        let node = self.node(p)?;
+        check_version(node.version, version)?;
+        if node.num_children > 0 {
+            return Err(ErrorCode::NotEmpty);
+        }
+        let mut new_parent = parent;
+        new_parent.num_children -= 1;
+        self.overlay
+            .insert(parent_path.to_string(), Some(new_parent));
+        self.overlay.insert(p.to_string(), None);
+        Ok(TxnOp::Delete { path: p.to_string() })
+    }
+
+    /// Preps a deleteContainer from the container reaper: the znode must still be an
+    /// empty container or TTL node.
+    pub fn delete_container(&mut self, p: &str) -> Result<TxnOp, ErrorCode> {
+        if p.rfind('/').is_none() || is_special(p) {
+            return Err(ErrorCode::BadArguments);
+        }
+        let node = self.node(p)?;
+        if node.num_children > 0 {
+            return Err(ErrorCode::NotEmpty);
+        }
+        if !matches!(Owner::from_raw(node.owner), Owner::Container | Owner::Ttl(_)) {
+            return Err(ErrorCode::BadVersion);
+        }
+        let (parent_path, _) = path::split(p);
+        let mut parent = self.node(parent_path)?;
+        parent.num_children -= 1;
+        self.overlay.insert(parent_path.to_string(), Some(parent));
+        self.overlay.insert(p.to_string(), None);
+        Ok(TxnOp::Delete { path: p.to_string() })
+    }
+
+    /// Preps one setData.
+    pub fn set_data(
+        &mut self,
+        p: &str,
+        data: &bytes::Bytes,
+        version: i32,
+    ) -> Result<TxnOp, ErrorCode> {
+        Self::validate(p)?;
+        let node = self.node(p)?;
+        self.check_acl(&node, perm::WRITE)?;
+        self.check_quota(p, 0, data.len() as i64 - node.data_len)?;
+        let new_version = check_version(node.version, version)?;
+        let mut updated = node;
+        updated.version = new_version;
+        updated.data_len = data.len() as i64;
+        self.overlay.insert(p.to_string(), Some(updated));
+        Ok(TxnOp::SetData {
+            path: p.to_string(),
+            data: data.clone(),
+            version: new_version,
+        })
+    }
+
+    /// Preps one setACL.
+    pub fn set_acl(&mut self, p: &str, acl_in: &[Acl], version: i32) -> Result<TxnOp, ErrorCode> {
+        Self::validate(p)?;
+        let acl = acl::fixup(acl_in, self.identities)?;
+        let node = self.node(p)?;
+        self.check_acl(&node, perm::ADMIN)?;
+        let aversion = check_version(node.aversion, version)?;
+        let mut updated = node;
+        updated.aversion = aversion;
+        updated.acl = Arc::new(acl.clone());
+        self.overlay.insert(p.to_string(), Some(updated));
+        Ok(TxnOp::SetAcl {
+            path: p.to_string(),
+            acl,
+            aversion,
+        })
+    }
+
+    /// Preps one version check.
+    pub fn check(&mut self, p: &str, version: i32) -> Result<TxnOp, ErrorCode> {
+        Self::validate(p)?;
+        let node = self.node(p)?;
+        self.check_acl(&node, perm::READ)?;
+        check_version(node.version, version)?;
+        Ok(TxnOp::Check { path: p.to_string() })
+    }
+
+    /// Preps a multi: all ops pass and become one `Multi`, or the first failure makes a
+    /// `MultiError` with ZooKeeper's per-op codes.
+    pub fn multi(&mut self, ops: &[MultiOp], zxid: i64) -> TxnOp {
+        let mut out = Vec::with_capacity(ops.len());
+        for (i, o) in ops.iter().enumerate() {
+            let r = match o {
+                MultiOp::Create(c) => self.create(c, zxid),
+                MultiOp::Delete(d) => self.delete(&d.path, d.version),
+                MultiOp::SetData(s) => self.set_data(&s.path, &s.data, s.version),
+                MultiOp::Check(c) => self.check(&c.path, c.version),
+                MultiOp::GetChildren(_) | MultiOp::GetData(_) => Err(ErrorCode::BadArguments),
+            };
+            match r {
+                Ok(t) => out.push(t),
+                Err(code) => {
+                    let mut codes = vec![ErrorCode::Ok; i];
+                    codes.push(code);
+                    codes.resize(ops.len(), ErrorCode::RuntimeInconsistency);
+                    return TxnOp::MultiError(codes);
+                }
+            }
+        }
+        TxnOp::Multi(out)
+    }
+}

@@ -1,0 +1,303 @@
+//! Reads and session-local requests, answered from the applied tree in the session's
+//! request order (ZooKeeper's FinalRequestProcessor for non-txn ops).
+
+use super::reply;
+use super::Server;
+use crate::proto::opcode::{self as op, event, perm, state};
+use crate::proto::request::MultiOp;
+use crate::proto::{ErrorCode, Request};
+use crate::tree::acl;
+use crate::watch::{ConnId, Table, PERSISTENT, RECURSIVE, STANDARD};
+use jute::{
+    Acl, ClientInfo, ErrorResponse, GetAclResponse, GetAllChildrenNumberResponse,
+    GetChildren2Response, GetChildrenResponse, GetDataResponse, GetEphemeralsResponse, Id,
+    MultiHeader, Record, ReplyHeader, SetWatches2, StatResponse, WhoAmIResponse,
+};
+
+impl Server {
+    fn identities(&self, conn: ConnId) -> Vec<Id> {
+        self.conns
+            .get(&conn)
+            .map(|c| c.identities.clone())
+            .unwrap_or_default()
+    }
+
+    fn read_check(&self, p: &str, perm: i32, ids: &[Id]) -> Result<&crate::tree::Znode, ErrorCode> {
+        let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
+        acl::check(&node.acl, perm, ids)?;
+        Ok(node)
+    }
+
+    fn children_of(&self, p: &str, ids: &[Id]) -> Result<(Vec<String>, jute::Stat), ErrorCode> {
+        let node = self.read_check(p, perm::READ, ids)?;
+        Ok((
+            node.children.iter().map(|c| c.to_string()).collect(),
+            node.stat(),
+        ))
+    }
+
+    fn data_of(&self, p: &str, ids: &[Id]) -> Result<GetDataResponse, ErrorCode> {
+        let node = self.read_check(p, perm::READ, ids)?;
+        Ok(GetDataResponse {
+            data: node.data.clone(),
+            stat: node.stat(),
+        })
+    }
+
+    /// Answers a read or session-local request.
+    pub(super) fn read(
+        &mut self,
+        conn: ConnId,
+        session_id: i64,
+        xid: i32,
+        opcode: i32,
+        req: Request,
+    ) {
+        let zxid = self.last_zxid;
+        let ids = self.identities(conn);
+        let ok = |body: &dyn Fn(&mut bytes::BytesMut)| {
+            reply::frame(|buf| {
+                ReplyHeader { xid, zxid, err: 0 }.encode(buf);
+                body(buf);
+            })
+        };
+        let err = |code: ErrorCode| reply::header_only(xid, zxid, code.code());
+        let packet = match req {
+            Request::Ping => reply::header_only(op::XID_PING, zxid, 0),
+            Request::Auth(pkt) => {
+                self.auth(conn, &pkt);
+                return;
+            }
+            Request::SetWatches(w) => {
+                self.set_watches(conn, &w);
+                reply::header_only(op::XID_SET_WATCHES, zxid, 0)
+            }
+            Request::Exists(r) => match self.tree.get(&r.path) {
+                Some(node) => {
+                    let stat = node.stat();
+                    if r.watch {
+                        self.watches.add(Table::Data, &r.path, conn, STANDARD);
+                    }
+                    ok(&|b| StatResponse { stat: stat.clone() }.encode(b))
+                }
+                None => {
+                    if r.watch {
+                        self.watches.add(Table::Data, &r.path, conn, STANDARD);
+                    }
+                    err(ErrorCode::NoNode)
+                }
+            },
+            Request::GetData(r) => match self.data_of(&r.path, &ids) {
+                Ok(resp) => {
+                    if r.watch {
+                        self.watches.add(Table::Data, &r.path, conn, STANDARD);
+                    }
+                    ok(&|b| resp.encode(b))
+                }
+                Err(code) => err(code),
+            },
+            Request::GetChildren(r) | Request::GetChildren2(r) => {
+                match self.children_of(&r.path, &ids) {
+                    Ok((children, stat)) => {
+                        if r.watch {
+                            self.watches.add(Table::Child, &r.path, conn, STANDARD);
+                        }
+                        if opcode == op::GET_CHILDREN {
+                            let resp = GetChildrenResponse { children };
+                            ok(&|b| resp.encode(b))
+                        } else {
+                            let resp = GetChildren2Response { children, stat };
+                            ok(&|b| resp.encode(b))
+                        }
+                    }
+                    Err(code) => err(code),
+                }
+            }
+            Request::GetAcl(r) => match self.get_acl(&r.path, &ids) {
+                Ok(resp) => ok(&|b| resp.encode(b)),
+                Err(code) => err(code),
+            },
+            Request::Sync(r) => ok(&|b| r.encode(b)),
+            Request::MultiRead(ops) => {
+                let mut parts: Vec<(i32, Result<bytes::Bytes, ErrorCode>)> = Vec::new();
+                for o in &ops {
+                    match o {
+                        MultiOp::GetChildren(p) => {
+                            let r = self.children_of(&p.path, &ids).map(|(children, _)| {
+                                let mut b = bytes::BytesMut::new();
+                                GetChildrenResponse { children }.encode(&mut b);
+                                b.freeze()
+                            });
+                            parts.push((op::GET_CHILDREN, r));
+                        }
+                        MultiOp::GetData(p) => {
+                            let r = self.data_of(&p.path, &ids).map(|d| {
+                                let mut b = bytes::BytesMut::new();
+                                d.encode(&mut b);
+                                b.freeze()
+                            });
+                            parts.push((op::GET_DATA, r));
+                        }
+                        _ => parts.push((op::ERROR, Err(ErrorCode::BadArguments))),
+                    }
+                }
+                ok(&|b| {
+                    for (t, r) in &parts {
+                        match r {
+                            Ok(body) => {
+                                MultiHeader {
+                                    op_type: *t,
+                                    done: false,
+                                    err: 0,
+                                }
+                                .encode(b);
+                                b.extend_from_slice(body);
+                            }
+                            Err(code) => {
+                                MultiHeader {
+                                    op_type: op::ERROR,
+                                    done: false,
+                                    err: code.code(),
+                                }
+                                .encode(b);
+                                ErrorResponse { err: code.code() }.encode(b);
+                            }
+                        }
+                    }
+                    super::apply::end_multi(b);
+                })
+            }
+            Request::CheckWatches(r) | Request::RemoveWatches(r) => {
+                let remove = opcode == op::REMOVE_WATCHES;
+                if self.check_or_remove_watches(conn, &r.path, r.watcher_type, remove) {
+                    ok(&|_| {})
+                } else {
+                    err(ErrorCode::NoWatcher)
+                }
+            }
+            Request::GetEphemerals(r) => {
+                let prefix = r.path;
+                let ephemerals: Vec<String> = self
+                    .tree
+                    .ephemerals(session_id)
+                    .filter(|p| prefix == "/" || p.starts_with(&prefix))
+                    .cloned()
+                    .collect();
+                let resp = GetEphemeralsResponse { ephemerals };
+                ok(&|b| resp.encode(b))
+            }
+            Request::GetAllChildrenNumber(r) => match self.read_check(&r.path, perm::READ, &ids) {
+                Ok(_) => {
+                    let total_number = self.tree.descendant_count(&r.path) as i32;
+                    ok(&|b| GetAllChildrenNumberResponse { total_number }.encode(b))
+                }
+                Err(code) => err(code),
+            },
+            Request::AddWatch(r) => {
+                self.watches.add_persistent(&r.path, conn, r.mode == 1);
+                ok(&|b| ErrorResponse { err: 0 }.encode(b))
+            }
+            Request::WhoAmI => {
+                let client_info: Vec<ClientInfo> = ids
+                    .iter()
+                    .filter(|i| i.scheme != "super")
+                    .map(|i| ClientInfo {
+                        auth_scheme: i.scheme.clone(),
+                        user: acl::user_name(i),
+                    })
+                    .collect();
+                ok(&|b| WhoAmIResponse { client_info: client_info.clone() }.encode(b))
+            }
+            Request::Sasl | Request::Unknown(_) => err(ErrorCode::Unimplemented),
+            // Writes never reach here; answer defensively rather than panic.
+            _ => err(ErrorCode::Unimplemented),
+        };
+        self.send(conn, packet);
+    }
+
+    fn get_acl(&self, p: &str, ids: &[Id]) -> Result<GetAclResponse, ErrorCode> {
+        let node = self.read_check(p, perm::READ | perm::ADMIN, ids)?;
+        let acl: Vec<Acl> = if acl::check(&node.acl, perm::ADMIN, ids).is_ok() {
+            node.acl.to_vec()
+        } else {
+            // Without ADMIN a client does not see digest password hashes.
+            node.acl
+                .iter()
+                .map(|a| {
+                    let mut a = a.clone();
+                    if a.id.scheme == "digest" {
+                        let user = a.id.id.split(':').next().unwrap_or("").to_string();
+                        a.id.id = format!("{user}:x");
+                    }
+                    a
+                })
+                .collect()
+        };
+        Ok(GetAclResponse {
+            acl,
+            stat: node.stat(),
+        })
+    }
+
+    /// checkWatches/removeWatches. `watcher_type`: 1 children, 2 data, 3 any,
+    /// 4 persistent, 5 persistent recursive. Returns whether a matching watch existed.
+    fn check_or_remove_watches(&mut self, conn: ConnId, p: &str, watcher_type: i32, remove: bool) -> bool {
+        let all = STANDARD | PERSISTENT | RECURSIVE;
+        let targets: &[(Table, u8)] = match watcher_type {
+            1 => &[(Table::Child, all)],
+            2 => &[(Table::Data, all)],
+            3 => &[(Table::Child, all), (Table::Data, all)],
+            4 => &[(Table::Child, PERSISTENT), (Table::Data, PERSISTENT)],
+            5 => &[(Table::Data, RECURSIVE)],
+            _ => return false,
+        };
+        let mut found = false;
+        for (t, mask) in targets {
+            if remove {
+                found |= self.watches.remove(*t, p, conn, *mask);
+            } else {
+                found |= self.watches.contains(*t, p, conn, *mask);
+            }
+        }
+        found
+    }
+
+    /// Re-registers a reconnecting client's watches; events it missed since
+    /// `relative_zxid` fire at once (ZooKeeper's DataTree.setWatches).
+    fn set_watches(&mut self, conn: ConnId, w: &SetWatches2) {
+        let rel = w.relative_zxid;
+        let mut events: Vec<(i32, String)> = Vec::new();
+        for p in &w.data_watches {
+            match self.tree.get(p) {
+                None => events.push((event::NODE_DELETED, p.clone())),
+                Some(n) if n.mzxid > rel => events.push((event::NODE_DATA_CHANGED, p.clone())),
+                Some(_) => self.watches.add(Table::Data, p, conn, STANDARD),
+            }
+        }
+        for p in &w.exist_watches {
+            match self.tree.get(p) {
+                Some(_) => events.push((event::NODE_CREATED, p.clone())),
+                None => self.watches.add(Table::Data, p, conn, STANDARD),
+            }
+        }
+        for p in &w.child_watches {
+            match self.tree.get(p) {
+                None => events.push((event::NODE_DELETED, p.clone())),
+                Some(n) if n.pzxid > rel => {
+                    events.push((event::NODE_CHILDREN_CHANGED, p.clone()))
+                }
+                Some(_) => self.watches.add(Table::Child, p, conn, STANDARD),
+            }
+        }
+        for p in &w.persistent_watches {
+            self.watches.add_persistent(p, conn, false);
+        }
+        for p in &w.persistent_recursive_watches {
+            self.watches.add_persistent(p, conn, true);
+        }
+        for (t, p) in events {
+            self.send(conn, reply::notification(t, state::SYNC_CONNECTED, &p));
+        }
+    }
+}
+

@@ -1,0 +1,399 @@
+//! The DataTree: every znode by path, ephemerals by session, containers, TTL nodes and
+//! quotas. Pure data: mutations take the zxid and time as inputs and do no I/O.
+//!
+//! Mutations here are the *apply* half of a txn: the server validated them in prep, so
+//! a failure here means the txn log and the tree disagree (an internal error).
+
+pub mod acl;
+pub mod path;
+pub mod quota;
+pub mod znode;
+
+use crate::proto::ErrorCode;
+use bytes::Bytes;
+use jute::{Acl, Id, Stat};
+use quota::StatsTrack;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+pub use znode::{Owner, Znode};
+
+/// The tree of znodes.
+#[derive(Debug)]
+pub struct DataTree {
+    nodes: HashMap<String, Znode>,
+    /// Paths of ephemeral znodes, by owning session id.
+    ephemerals: HashMap<i64, BTreeSet<String>>,
+    /// Paths of container znodes.
+    containers: BTreeSet<String>,
+    /// Paths of TTL znodes.
+    ttls: BTreeSet<String>,
+    /// Paths that have a quota (a `zookeeper_limits` node).
+    quota_paths: BTreeSet<String>,
+    /// Sum of path lengths and data lengths, ZooKeeper's approximate data size.
+    approximate_data_size: i64,
+}
+
+impl Default for DataTree {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DataTree {
+    /// A tree with ZooKeeper's system nodes: `/`, `/zookeeper`, `/zookeeper/quota` and
+    /// `/zookeeper/config` (read-only to everyone, aclVersion -1), all with zero Stats.
+    pub fn new() -> DataTree {
+        let open = Arc::new(acl::open_acl());
+        let mut t = DataTree {
+            nodes: HashMap::new(),
+            ephemerals: HashMap::new(),
+            containers: BTreeSet::new(),
+            ttls: BTreeSet::new(),
+            quota_paths: BTreeSet::new(),
+            approximate_data_size: 0,
+        };
+        let system = |acl: &Arc<Vec<Acl>>| Znode::new(Bytes::new(), acl.clone(), 0, 0, 0);
+        let mut root = system(&open);
+        root.children.insert("zookeeper".into());
+        let mut zk = system(&open);
+        zk.children.insert("quota".into());
+        zk.children.insert("config".into());
+        let read_only = Arc::new(vec![Acl {
+            perms: crate::proto::opcode::perm::READ,
+            id: Id {
+                scheme: "world".into(),
+                id: "anyone".into(),
+            },
+        }]);
+        let mut config = system(&read_only);
+        config.aversion = -1;
+        t.nodes.insert("/".into(), root);
+        t.nodes.insert("/zookeeper".into(), zk);
+        t.nodes.insert("/zookeeper/quota".into(), system(&open));
+        t.nodes.insert("/zookeeper/config".into(), config);
+        t.approximate_data_size = t.nodes.keys().map(|p| p.len() as i64).sum();
+        t
+    }
+
+    /// The znode at `path`.
+    pub fn get(&self, path: &str) -> Option<&Znode> {
+        self.nodes.get(path)
+    }
+
+    /// Number of znodes, the system nodes included.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Sum of path and data lengths.
+    pub fn approximate_data_size(&self) -> i64 {
+        self.approximate_data_size
+    }
+
+    /// Ephemeral paths owned by `session`, sorted.
+    pub fn ephemerals(&self, session: i64) -> impl Iterator<Item = &String> {
+        self.ephemerals.get(&session).into_iter().flatten()
+    }
+
+    /// Every session that owns ephemerals, with their paths.
+    pub fn all_ephemerals(&self) -> &HashMap<i64, BTreeSet<String>> {
+        &self.ephemerals
+    }
+
+    /// Total number of ephemeral znodes.
+    pub fn ephemeral_count(&self) -> usize {
+        self.ephemerals.values().map(BTreeSet::len).sum()
+    }
+
+    /// Container paths.
+    pub fn containers(&self) -> &BTreeSet<String> {
+        &self.containers
+    }
+
+    /// TTL node paths.
+    pub fn ttls(&self) -> &BTreeSet<String> {
+        &self.ttls
+    }
+
+    /// Number of znodes strictly below `path`.
+    pub fn descendant_count(&self, path: &str) -> usize {
+        let Some(node) = self.nodes.get(path) else {
+            return 0;
+        };
+        node.children
+            .iter()
+            .map(|c| 1 + self.descendant_count(&path::join(path, c)))
+            .sum()
+    }
+
+    /// Adds a znode. `parent_creates` is the parent's new child-create count (the
+    /// txn carries it so every member computes the same value).
+    ///
+    /// Errors: NONODE if the parent is missing, NODEEXISTS if the path is taken.
+    #[allow(clippy::too_many_arguments)]
+    pub fn create(
+        &mut self,
+        path: &str,
+        data: Bytes,
+        acl: Arc<Vec<Acl>>,
+        owner: i64,
+        parent_creates: i32,
+        zxid: i64,
+        time_ms: i64,
+    ) -> Result<Stat, ErrorCode> {
+        let (parent_path, name) = path::split(path);
+        if self.nodes.contains_key(path) {
+            return Err(ErrorCode::NodeExists);
+        }
+        let parent = self.nodes.get_mut(parent_path).ok_or(ErrorCode::NoNode)?;
+        parent.children.insert(name.into());
+        parent.child_creates = parent_creates;
+        parent.pzxid = zxid;
+        let data_len = data.len() as i64;
+        let node = Znode::new(data, acl, owner, zxid, time_ms);
+        let stat = node.stat();
+        self.nodes.insert(path.to_string(), node);
+        self.approximate_data_size += path.len() as i64 + data_len;
+        match Owner::from_raw(owner) {
+            Owner::Session(s) => {
+                self.ephemerals.entry(s).or_default().insert(path.to_string());
+            }
+            Owner::Container => {
+                self.containers.insert(path.to_string());
+            }
+            Owner::Ttl(_) => {
+                self.ttls.insert(path.to_string());
+            }
+            Owner::None => {}
+        }
+        self.on_quota_node_created(parent_path, name);
+        self.update_quota_usage(path, 1, data_len);
+        Ok(stat)
+    }
+
+    /// Removes a childless znode.
+    ///
+    /// Errors: NONODE if missing, NOTEMPTY if it has children.
+    pub fn delete(&mut self, path: &str, zxid: i64) -> Result<(), ErrorCode> {
+        let node = self.nodes.get(path).ok_or(ErrorCode::NoNode)?;
+        if !node.children.is_empty() {
+            return Err(ErrorCode::NotEmpty);
+        }
+        let node = self.nodes.remove(path).ok_or(ErrorCode::NoNode)?;
+        let (parent_path, name) = path::split(path);
+        if let Some(parent) = self.nodes.get_mut(parent_path) {
+            parent.children.remove(name);
+            // A higher pzxid may already have been set by a later create in the same
+            // multi; never move pzxid backwards.
+            if zxid > parent.pzxid {
+                parent.pzxid = zxid;
+            }
+        }
+        self.approximate_data_size -= path.len() as i64 + node.data.len() as i64;
+        match node.owner() {
+            Owner::Session(s) => {
+                if let Some(set) = self.ephemerals.get_mut(&s) {
+                    set.remove(path);
+                    if set.is_empty() {
+                        self.ephemerals.remove(&s);
+                    }
+                }
+            }
+            Owner::Container => {
+                self.containers.remove(path);
+            }
+            Owner::Ttl(_) => {
+                self.ttls.remove(path);
+            }
+            Owner::None => {}
+        }
+        if name == quota::LIMIT_NODE && parent_path.starts_with(quota::QUOTA_ROOT) {
+            self.quota_paths
+                .remove(&parent_path[quota::QUOTA_ROOT.len()..].to_string());
+        }
+        self.update_quota_usage(path, -1, -(node.data.len() as i64));
+        Ok(())
+    }
+
+    /// Replaces a znode's data, setting dataVersion to `version`.
+    ///
+    /// Errors: NONODE.
+    pub fn set_data(
+        &mut self,
+        path: &str,
+        data: Bytes,
+        version: i32,
+        zxid: i64,
+        time_ms: i64,
+    ) -> Result<Stat, ErrorCode> {
+        let node = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
+        let delta = data.len() as i64 - node.data.len() as i64;
+        node.data = data;
+        node.version = version;
+        node.mzxid = zxid;
+        node.mtime = time_ms;
+        let stat = node.stat();
+        self.approximate_data_size += delta;
+        self.update_quota_usage(path, 0, delta);
+        Ok(stat)
+    }
+
+    /// Replaces a znode's ACL, setting aclVersion to `aversion`.
+    ///
+    /// Errors: NONODE.
+    pub fn set_acl(
+        &mut self,
+        path: &str,
+        acl: Arc<Vec<Acl>>,
+        aversion: i32,
+    ) -> Result<Stat, ErrorCode> {
+        let node = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
+        node.acl = acl;
+        node.aversion = aversion;
+        Ok(node.stat())
+    }
+
+    /// The deepest quota'd path at or above `path`, if any (ZooKeeper's
+    /// PathTrie.findMaxPrefix). Paths under /zookeeper are never counted.
+    pub fn quota_root_of(&self, path: &str) -> Option<&str> {
+        if path::is_under(path, "/zookeeper") {
+            return None;
+        }
+        self.quota_paths
+            .iter()
+            .filter(|q| path::is_under(path, q))
+            .max_by_key(|q| q.len())
+            .map(String::as_str)
+    }
+
+    /// The (limits, usage) of the quota covering `path`, if any.
+    pub fn quota_for(&self, path: &str) -> Option<(StatsTrack, StatsTrack)> {
+        let root = self.quota_root_of(path)?;
+        let limits = self.nodes.get(&quota::node_path(root, quota::LIMIT_NODE))?;
+        let stats = self.nodes.get(&quota::node_path(root, quota::STAT_NODE))?;
+        Some((
+            StatsTrack::parse(&limits.data),
+            StatsTrack::parse(&stats.data),
+        ))
+    }
+
+    fn on_quota_node_created(&mut self, parent_path: &str, name: &str) {
+        if !parent_path.starts_with(quota::QUOTA_ROOT) || parent_path == quota::QUOTA_ROOT {
+            return;
+        }
+        let target = parent_path[quota::QUOTA_ROOT.len()..].to_string();
+        if name == quota::LIMIT_NODE {
+            self.quota_paths.insert(target);
+        } else if name == quota::STAT_NODE {
+            // Recount the subtree now that its usage is tracked.
+            let (count, bytes) = self.usage_of(&target);
+            let stat_path = quota::node_path(&target, quota::STAT_NODE);
+            if let Some(node) = self.nodes.get_mut(&stat_path) {
+                let mut t = StatsTrack::parse(&node.data);
+                t.count = count;
+                t.bytes = bytes;
+                let text = Bytes::from(t.render());
+                self.approximate_data_size += text.len() as i64 - node.data.len() as i64;
+                node.data = text;
+            }
+        }
+    }
+
+    /// (znode count, data bytes) of the subtree at `path`, itself included.
+    fn usage_of(&self, path: &str) -> (i64, i64) {
+        let Some(node) = self.nodes.get(path) else {
+            return (0, 0);
+        };
+        let mut acc = (1, node.data.len() as i64);
+        for c in &node.children {
+            let (n, b) = self.usage_of(&path::join(path, c));
+            acc.0 += n;
+            acc.1 += b;
+        }
+        acc
+    }
+
+    fn update_quota_usage(&mut self, path: &str, count_delta: i64, bytes_delta: i64) {
+        if count_delta == 0 && bytes_delta == 0 {
+            return;
+        }
+        let Some(root) = self.quota_root_of(path).map(str::to_string) else {
+            return;
+        };
+        let stat_path = quota::node_path(&root, quota::STAT_NODE);
+        if let Some(node) = self.nodes.get_mut(&stat_path) {
+            let mut t = StatsTrack::parse(&node.data);
+            t.count += count_delta;
+            t.bytes += bytes_delta;
+            let text = Bytes::from(t.render());
+            self.approximate_data_size += text.len() as i64 - node.data.len() as i64;
+            node.data = text;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open() -> Arc<Vec<Acl>> {
+        Arc::new(acl::open_acl())
+    }
+
+    #[test]
+    fn system_nodes_match_zookeeper() {
+        let t = DataTree::new();
+        let zk = t.get("/zookeeper").unwrap().stat();
+        assert_eq!((zk.num_children, zk.cversion), (2, -2));
+        let cfg = t.get("/zookeeper/config").unwrap().stat();
+        assert_eq!(cfg.aversion, -1);
+        assert_eq!(t.get("/").unwrap().stat().num_children, 1);
+    }
+
+    #[test]
+    fn cversion_counts_creates_and_deletes() {
+        let mut t = DataTree::new();
+        t.create("/a", Bytes::new(), open(), 0, 1, 2, 0).unwrap();
+        t.create("/a/x", Bytes::new(), open(), 0, 1, 3, 0).unwrap();
+        t.delete("/a/x", 4).unwrap();
+        t.create("/a/y", Bytes::new(), open(), 0, 2, 5, 0).unwrap();
+        let s = t.get("/a").unwrap().stat();
+        assert_eq!((s.cversion, s.pzxid, s.num_children), (3, 5, 1));
+        assert_eq!(t.delete("/a", 6), Err(ErrorCode::NotEmpty));
+        assert_eq!(t.delete("/nope", 6), Err(ErrorCode::NoNode));
+    }
+
+    #[test]
+    fn ephemerals_containers_ttls_tracked() {
+        let mut t = DataTree::new();
+        t.create("/e", Bytes::new(), open(), 42, 1, 2, 0).unwrap();
+        t.create("/c", Bytes::new(), open(), znode::CONTAINER_OWNER, 2, 3, 0)
+            .unwrap();
+        let ttl = Owner::Ttl(500).to_raw();
+        t.create("/t", Bytes::new(), open(), ttl, 3, 4, 0).unwrap();
+        assert_eq!(t.ephemerals(42).collect::<Vec<_>>(), vec!["/e"]);
+        assert!(t.containers().contains("/c"));
+        assert!(t.ttls().contains("/t"));
+        assert_eq!(t.get("/c").unwrap().stat().ephemeral_owner, 0);
+        assert_eq!(t.get("/e").unwrap().stat().ephemeral_owner, 42);
+        t.delete("/e", 5).unwrap();
+        assert_eq!(t.ephemeral_count(), 0);
+    }
+
+    #[test]
+    fn quota_usage_follows_changes() {
+        let mut t = DataTree::new();
+        t.create("/q", Bytes::from_static(b"ab"), open(), 0, 1, 2, 0).unwrap();
+        t.create("/zookeeper/quota/q", Bytes::new(), open(), 0, 1, 3, 0).unwrap();
+        let lim = Bytes::from_static(b"count=5,bytes=-1");
+        t.create("/zookeeper/quota/q/zookeeper_limits", lim, open(), 0, 1, 4, 0)
+            .unwrap();
+        let st = Bytes::from_static(b"count=0,bytes=0");
+        t.create("/zookeeper/quota/q/zookeeper_stats", st, open(), 0, 2, 5, 0)
+            .unwrap();
+        t.create("/q/x", Bytes::from_static(b"xyz"), open(), 0, 1, 6, 0).unwrap();
+        let (limits, usage) = t.quota_for("/q/x").unwrap();
+        assert_eq!(limits.count, 5);
+        assert_eq!((usage.count, usage.bytes), (2, 5));
+    }
+}
