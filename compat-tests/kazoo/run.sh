@@ -35,7 +35,7 @@ unset ZOOKEEPER_JAAS_AUTH ZOOKEEPER_OBSERVER_START_ID ZOOKEEPER_LOCAL_SESSION_RO
 echo "== kazoo.tests against $TARGET (launcher: $HERE/launcher/java, work: $WORK)"
 start=$(date +%s)
 # rootdir = site-packages, so node ids read kazoo/tests/test_x.py::Class::test_y
-(cd "$WORK" && "$VENV/bin/python" -m pytest --pyargs kazoo.tests --rootdir "$SITE" \
+(cd "$SITE" && "$VENV/bin/python" -m pytest --pyargs kazoo.tests --rootdir "$SITE" \
     -p no:cacheprovider --timeout=120 -q -rfE --disable-warnings --junitxml="$WORK/junit.xml" "$@") \
   2>&1 | tee "$WORK/pytest.log"
 rc=${PIPESTATUS[0]}
