@@ -13,6 +13,7 @@
 //! - [`watch`]: one-shot, persistent and recursive watches.
 //! - [`server`]: the request pipeline over the state machine (prep, apply, reads).
 //! - [`net`]: tokio listener and connections; the only layer that does I/O.
+//! - [`storage`]: what lives in dataDir (so far the epoch).
 //! - [`admin`]: four-letter words.
 
 pub mod admin;
@@ -21,6 +22,7 @@ pub mod net;
 pub mod proto;
 pub mod server;
 pub mod session;
+pub mod storage;
 pub mod tree;
 pub mod watch;
 
@@ -36,5 +38,6 @@ pub fn server_settings(config: &config::Config) -> server::Settings {
             enforce_quota: config.enforce_quota,
         },
         container_check_interval_ms: config.container_check_interval_ms,
+        reconfig_enabled: config.reconfig_enabled,
     }
 }

@@ -23,6 +23,7 @@ fn settings() -> Settings {
             enforce_quota: false,
         },
         container_check_interval_ms: 1000,
+        reconfig_enabled: false,
     }
 }
 
@@ -42,7 +43,7 @@ struct Harness {
 
 impl Harness {
     fn new() -> Harness {
-        Harness { server: Server::new(settings(), T0, 7), now: T0 }
+        Harness { server: Server::new(settings(), 0, T0, 7), now: T0 }
     }
 
     fn out(&mut self, conn: u64) -> Vec<Got> {
@@ -83,7 +84,7 @@ impl Harness {
     }
 
     fn create(&mut self, conn: u64, xid: i32, path: &str, flags: i32) -> Vec<Got> {
-        let req = Request::Create(CreateOp { opcode: op::CREATE2, path: path.into(), data: Bytes::from_static(b"d"), acl: keel::tree::acl::open_acl(), flags, ttl_ms: 0 });
+        let req = Request::Create(CreateOp { opcode: op::CREATE2, path: path.into(), data: Some(Bytes::from_static(b"d")), acl: keel::tree::acl::open_acl(), flags, ttl_ms: 0 });
         self.request(conn, xid, op::CREATE2, req);
         self.out(conn)
     }
@@ -149,15 +150,15 @@ fn watch_event_precedes_the_reply_that_reflects_it() {
     h.create(1, 1, "/w", 0);
     h.request(1, 2, op::GET_DATA, Request::GetData(PathWatchRequest { path: "/w".into(), watch: true }));
     h.out(1);
-    h.request(1, 3, op::SET_DATA, Request::SetData(SetDataRequest { path: "/w".into(), data: Bytes::from_static(b"x"), version: 0 }));
+    h.request(1, 3, op::SET_DATA, Request::SetData(SetDataRequest { path: "/w".into(), data: Some(Bytes::from_static(b"x")), version: 0 }));
     let got = h.out(1);
     assert_eq!(got[0], Got::Event { event_type: 3, path: "/w".into() });
     assert!(matches!(got[1], Got::Reply { xid: 3, err: 0, .. }));
     // One-shot: a second change fires nothing.
-    h.request(1, 4, op::SET_DATA, Request::SetData(SetDataRequest { path: "/w".into(), data: Bytes::new(), version: -1 }));
+    h.request(1, 4, op::SET_DATA, Request::SetData(SetDataRequest { path: "/w".into(), data: None, version: -1 }));
     assert_eq!(h.out(1).len(), 1);
     // Bad version.
-    h.request(1, 5, op::SET_DATA, Request::SetData(SetDataRequest { path: "/w".into(), data: Bytes::new(), version: 0 }));
+    h.request(1, 5, op::SET_DATA, Request::SetData(SetDataRequest { path: "/w".into(), data: None, version: 0 }));
     assert!(matches!(h.out(1)[0], Got::Reply { err: -103, .. }));
 }
 
@@ -203,7 +204,7 @@ fn acl_and_digest_auth() {
     h.request(1, -4, op::AUTH, Request::Auth(AuthPacket { auth_type: 0, scheme: "digest".into(), auth: Bytes::from_static(b"u:p") }));
     assert!(matches!(h.out(1)[0], Got::Reply { xid: -4, err: 0, .. }));
     let auth_acl = vec![Acl { perms: 31, id: Id { scheme: "auth".into(), id: String::new() } }];
-    let req = Request::Create(CreateOp { opcode: op::CREATE, path: "/s".into(), data: Bytes::new(), acl: auth_acl, flags: 0, ttl_ms: 0 });
+    let req = Request::Create(CreateOp { opcode: op::CREATE, path: "/s".into(), data: None, acl: auth_acl, flags: 0, ttl_ms: 0 });
     h.request(1, 1, op::CREATE, req);
     assert!(matches!(h.out(1)[0], Got::Reply { err: 0, .. }));
     h.connect(2, 30000);
@@ -222,7 +223,7 @@ fn multi_is_atomic_with_zookeeper_error_codes() {
     use keel::proto::request::MultiOp;
     let mut h = Harness::new();
     h.connect(1, 30000);
-    let mk = |p: &str| MultiOp::Create(CreateOp { opcode: op::CREATE, path: p.into(), data: Bytes::new(), acl: keel::tree::acl::open_acl(), flags: 0, ttl_ms: 0 });
+    let mk = |p: &str| MultiOp::Create(CreateOp { opcode: op::CREATE, path: p.into(), data: None, acl: keel::tree::acl::open_acl(), flags: 0, ttl_ms: 0 });
     h.request(1, 1, op::MULTI, Request::Multi(vec![mk("/m"), mk("/m/x"), mk("/nope/y"), mk("/m/z")]));
     let got = h.out(1);
     let Got::Reply { err: 0, body, zxid: 2, .. } = &got[0] else { panic!("{got:?}") };
@@ -247,7 +248,7 @@ fn containers_and_ttl_nodes_are_reaped() {
     h.create(1, 1, "/c", 4);
     h.create(1, 2, "/c/x", 0);
     h.create(1, 3, "/never", 4);
-    let req = Request::Create(CreateOp { opcode: op::CREATE_TTL, path: "/t".into(), data: Bytes::new(), acl: keel::tree::acl::open_acl(), flags: 5, ttl_ms: 500 });
+    let req = Request::Create(CreateOp { opcode: op::CREATE_TTL, path: "/t".into(), data: None, acl: keel::tree::acl::open_acl(), flags: 5, ttl_ms: 500 });
     h.request(1, 4, op::CREATE_TTL, req);
     h.out(1);
     h.request(1, 5, op::DELETE, Request::Delete(DeleteRequest { path: "/c/x".into(), version: -1 }));
@@ -269,7 +270,7 @@ proptest! {
 #[test]
 fn request_body_round_trip() {
     let mut buf = BytesMut::new();
-    CreateRequest { path: "/x".into(), data: Bytes::from_static(b"v"), acl: keel::tree::acl::open_acl(), flags: 3 }.encode(&mut buf);
+    CreateRequest { path: "/x".into(), data: Some(Bytes::from_static(b"v")), acl: keel::tree::acl::open_acl(), flags: 3 }.encode(&mut buf);
     match Request::decode(op::CREATE, &buf).unwrap() {
         Request::Create(c) => assert_eq!((c.path.as_str(), c.flags, c.opcode), ("/x", 3, op::CREATE)),
         other => panic!("{other:?}"),

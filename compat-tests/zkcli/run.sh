@@ -2,6 +2,7 @@
 # Differential zkCli.sh test: run script.txt through zkCli.sh against a fresh server of
 # kind A and a fresh server of kind B, mask what must differ, diff the transcripts.
 #   usage: run.sh [A_KIND] [B_KIND]      (kinds: zk | keel; default: zk keel)
+#          run.sh --mask < RAW          (print the masked form of a raw transcript)
 # Exit 0 when the masked transcripts are identical, 1 (printing the diff) otherwise.
 # Transcripts (raw and masked) and server dirs are kept in $WORK (/tmp/keel-compat/zkcli).
 # Env: ZKCLI_PORT_A / ZKCLI_PORT_B (2110 / 2111), KEEL_BIN (see ../lib.sh).
@@ -9,6 +10,18 @@ set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../lib.sh
 source "$HERE/../lib.sh"
+
+# lib.sh's wait_ruok reads the `ruok` answer with no time limit; ZooKeeper 3.8 can leave
+# such a connection open when `ruok` arrives while it is still starting (NPE in
+# removeCnxn, seen here), which hangs start_server for ever. Same check, bounded per try.
+wait_ruok() { # PORT
+  local _
+  for _ in $(seq 100); do
+    if [ "$(timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf ruok >&3 && cat <&3' _ "$1" 2>/dev/null)" = imok ]; then return 0; fi
+    sleep 0.2
+  done
+  return 1
+}
 
 A_KIND=${1:-zk}
 B_KIND=${2:-keel}
@@ -22,20 +35,6 @@ SCRIPT=$HERE/script.txt
 # a JVM property, keel as a zoo.cfg key: give both (each ignores the other's form).
 EXTRA_CFG=$'extendedTypesEnabled=true\nenforceQuota=true\nznode.container.checkIntervalMs=500'
 export ZK_JVMFLAGS="-Dznode.container.checkIntervalMs=500"
-
-for k in "$A_KIND" "$B_KIND"; do
-  case $k in
-  zk|keel) ;;
-  *) echo "usage: $0 [zk|keel] [zk|keel]" >&2; exit 2 ;;
-  esac
-done
-
-mkdir -p "$WORK"
-DIR_A=$WORK/a-$A_KIND
-DIR_B=$WORK/b-$B_KIND
-cleanup() { stop_server "$DIR_A"; stop_server "$DIR_B"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # Feed the script: drop comments and blank lines, honour `#sleep N` pauses. After each
 # pause, when zkCli has printed everything for the commands so far, append a segment
@@ -121,14 +120,35 @@ mask() {
   '
 }
 
+# `run.sh --mask < RAW` prints the masked form of a raw transcript (for inspection).
+if [ "${1:-}" = --mask ]; then mask; exit 0; fi
+
+for k in "$A_KIND" "$B_KIND"; do
+  case $k in
+  zk|keel) ;;
+  *) echo "usage: $0 [zk|keel] [zk|keel]    or: $0 --mask < RAW_TRANSCRIPT" >&2; exit 2 ;;
+  esac
+  if [ "$k" = keel ] && [ ! -x "$KEEL_BIN" ]; then
+    echo "zkcli: FAIL (keel binary $KEEL_BIN not found; build it or set KEEL_BIN)" >&2; exit 1
+  fi
+done
+
+mkdir -p "$WORK"
+DIR_A=$WORK/a-$A_KIND
+DIR_B=$WORK/b-$B_KIND
+cleanup() { stop_server "$DIR_A"; stop_server "$DIR_B"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+
 run_one() { # KIND DIR PORT LABEL
   local kind=$1 dir=$2 port=$3 label=$4
   if ! start_server "$kind" "$dir" "$port" "$EXTRA_CFG"; then
     echo "FAIL: could not start $kind ($label)" >&2
     return 1
   fi
-  # stdout and stderr share one pipe: zkCli prints errors and "Created" on stderr, the
-  # rest on stdout, both autoflushed per line, so their relative order is preserved.
+  # stdout and stderr go to one O_APPEND file: zkCli prints errors and "Created" on
+  # stderr, the rest on stdout, both autoflushed per line, so their order is preserved.
   : > "$WORK/$label.raw"
   feed "$WORK/$label.raw" | TZ=UTC timeout 300 "$ZKCLI" -server "127.0.0.1:$port" >> "$WORK/$label.raw" 2>&1
   local rc=$?

@@ -92,6 +92,15 @@ impl<'a> Decoder<'a> {
         Ok(head)
     }
 
+    /// A length-prefixed byte buffer; null (-1) decodes as `None`.
+    pub fn buffer_opt(&mut self) -> Result<Option<&'a [u8]>, JuteError> {
+        if self.input.len() >= 4 && self.input[..4] == [0xff; 4] {
+            self.input = &self.input[4..];
+            return Ok(None);
+        }
+        self.buffer().map(Some)
+    }
+
     /// A length-prefixed UTF-8 string; null (-1) decodes as empty.
     pub fn ustring(&mut self) -> Result<String, JuteError> {
         let bytes = self.buffer()?;

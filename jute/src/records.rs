@@ -53,6 +53,18 @@ impl Record for Bytes {
     }
 }
 
+impl Record for Option<Bytes> {
+    fn encode(&self, out: &mut BytesMut) {
+        match self {
+            Some(b) => out.buffer(b),
+            None => out.int(-1),
+        }
+    }
+    fn decode(d: &mut Decoder<'_>) -> Result<Self, JuteError> {
+        d.buffer_opt().map(|b| b.map(Bytes::copy_from_slice))
+    }
+}
+
 impl<T: Record> Record for Vec<T> {
     fn encode(&self, out: &mut BytesMut) {
         out.int(self.len() as i32);
@@ -204,7 +216,8 @@ record! {
     /// create (1), create2 (15), createContainer (19).
     pub struct CreateRequest {
         pub path: String,
-        pub data: Bytes,
+        /// `None` is a null buffer (length -1), which ZooKeeper keeps apart from empty.
+        pub data: Option<Bytes>,
         pub acl: Vec<Acl>,
         /// Create mode (shared/PROTOCOL.md, "Create modes").
         pub flags: i32,
@@ -215,7 +228,8 @@ record! {
     /// createTTL (21).
     pub struct CreateTtlRequest {
         pub path: String,
-        pub data: Bytes,
+        /// `None` is a null buffer (length -1), which ZooKeeper keeps apart from empty.
+        pub data: Option<Bytes>,
         pub acl: Vec<Acl>,
         pub flags: i32,
         /// Time to live, ms.
@@ -274,7 +288,8 @@ record! {
 record! {
     /// Reply to getData (4).
     pub struct GetDataResponse {
-        pub data: Bytes,
+        /// `None` is a null buffer (length -1), which ZooKeeper keeps apart from empty.
+        pub data: Option<Bytes>,
         pub stat: Stat,
     }
 }
@@ -283,7 +298,8 @@ record! {
     /// setData (5).
     pub struct SetDataRequest {
         pub path: String,
-        pub data: Bytes,
+        /// `None` is a null buffer (length -1), which ZooKeeper keeps apart from empty.
+        pub data: Option<Bytes>,
         pub version: i32,
     }
 }

@@ -79,16 +79,16 @@ proptest! {
 
     #[test]
     fn data_records(path in string(), data in bytes(), acl in acls(), flags in any::<i32>(), ttl in any::<i64>(), st in stat(), v in any::<i32>()) {
-        round_trip(&CreateRequest { path: path.clone(), data: data.clone(), acl: acl.clone(), flags });
-        round_trip(&CreateTtlRequest { path: path.clone(), data: data.clone(), acl: acl.clone(), flags, ttl_ms: ttl });
+        round_trip(&CreateRequest { path: path.clone(), data: Some(data.clone()), acl: acl.clone(), flags });
+        round_trip(&CreateTtlRequest { path: path.clone(), data: Some(data.clone()), acl: acl.clone(), flags, ttl_ms: ttl });
         round_trip(&CreateResponse { path: path.clone() });
         round_trip(&Create2Response { path: path.clone(), stat: st.clone() });
         round_trip(&DeleteRequest { path: path.clone(), version: v });
         round_trip(&PathWatchRequest { path: path.clone(), watch: v % 2 == 0 });
         round_trip(&PathRequest { path: path.clone() });
         round_trip(&StatResponse { stat: st.clone() });
-        round_trip(&GetDataResponse { data: data.clone(), stat: st.clone() });
-        round_trip(&SetDataRequest { path: path.clone(), data, version: v });
+        round_trip(&GetDataResponse { data: Some(data.clone()), stat: st.clone() });
+        round_trip(&SetDataRequest { path: path.clone(), data: None, version: v });
         round_trip(&GetAclResponse { acl: acl.clone(), stat: st.clone() });
         round_trip(&SetAclRequest { path: path.clone(), acl, version: v });
         round_trip(&CheckVersionRequest { path: path.clone(), version: v });

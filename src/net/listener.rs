@@ -67,7 +67,14 @@ pub async fn run(
     let port = config.client_port.unwrap_or(2181);
     let listener = TcpListener::bind((addr.as_str(), port)).await?;
     tracing::info!(address = %addr, port, "serving clients");
-    let server = Server::new(crate::server_settings(&config), now_ms(), rand::random());
+    let epoch = crate::storage::epoch::next_epoch(&config.data_dir)?;
+    tracing::info!(epoch, data_dir = %config.data_dir.display(), "starting");
+    let server = Server::new(
+        crate::server_settings(&config),
+        epoch,
+        now_ms(),
+        rand::random(),
+    );
     let (core_tx, core_rx) = mpsc::channel(CORE_QUEUE);
     tokio::spawn(core(server, core_rx, config.clone()));
     let per_ip: Arc<Mutex<HashMap<IpAddr, u32>>> = Arc::default();

@@ -62,7 +62,8 @@ pub struct CreateOp {
     /// Which create opcode this came as: it decides the reply record.
     pub opcode: i32,
     pub path: String,
-    pub data: Bytes,
+    /// `None` = null data, kept apart from empty as ZooKeeper does.
+    pub data: Option<Bytes>,
     pub acl: Vec<Acl>,
     /// Raw create flags; validated by the server (an unknown value is BADARGUMENTS).
     pub flags: i32,

@@ -69,6 +69,8 @@ pub struct Settings {
     pub prep: PrepSettings,
     /// How often containers and TTL nodes are reaped, ms.
     pub container_check_interval_ms: u64,
+    /// `reconfigEnabled` from zoo.cfg.
+    pub reconfig_enabled: bool,
 }
 
 /// Per-connection figures for `cons` and `stat`.
@@ -121,9 +123,9 @@ pub struct Server {
 }
 
 impl Server {
-    /// A server with an empty tree. `now_ms` is the start time (it seeds session ids)
-    /// and `seed` the randomness for session passwords.
-    pub fn new(settings: Settings, now_ms: i64, seed: u64) -> Server {
+    /// A server with an empty tree whose zxids start at `epoch << 32`. `now_ms` is the
+    /// start time (it seeds session ids) and `seed` the randomness for session passwords.
+    pub fn new(settings: Settings, epoch: u32, now_ms: i64, seed: u64) -> Server {
         let tick = settings.tick_ms;
         let reap = settings.container_check_interval_ms as i64;
         Server {
@@ -133,7 +135,7 @@ impl Server {
             watches: WatchManager::default(),
             conns: HashMap::new(),
             session_conn: HashMap::new(),
-            last_zxid: 0,
+            last_zxid: (epoch as i64) << 32,
             stats: ServerStats {
                 started_ms: now_ms,
                 ..ServerStats::default()
@@ -345,6 +347,11 @@ impl Server {
                 Request::SetAcl(s) => p.set_acl(&s.path, &s.acl, s.version),
                 Request::Check(c) => p.check(&c.path, c.version),
                 Request::Multi(ops) => Ok(p.multi(ops, zxid)),
+                // Standalone ZooKeeper answers UNIMPLEMENTED when reconfig is enabled
+                // (no ensemble to change) and RECONFIGDISABLED otherwise.
+                Request::Reconfig(_) if self.settings.reconfig_enabled => {
+                    Err(ErrorCode::Unimplemented)
+                }
                 Request::Reconfig(_) => Err(ErrorCode::ReconfigDisabled),
                 Request::CloseSession => Ok(TxnOp::CloseSession {
                     ephemerals: self.tree.ephemerals(session_id).cloned().collect(),

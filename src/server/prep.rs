@@ -86,7 +86,7 @@ impl<'a> Prep<'a> {
             num_children: n.children.len() as i32,
             owner: n.ephemeral_owner,
             acl: n.acl.clone(),
-            data_len: n.data.len() as i64,
+            data_len: n.data_len() as i64,
         })
     }
 
@@ -170,7 +170,8 @@ impl<'a> Prep<'a> {
         if matches!(Owner::from_raw(parent.owner), Owner::Session(_)) {
             return Err(ErrorCode::NoChildrenForEphemerals);
         }
-        self.check_quota(&final_path, 1, c.data.len() as i64)?;
+        let data_len = c.data.as_ref().map_or(0, bytes::Bytes::len) as i64;
+        self.check_quota(&final_path, 1, data_len)?;
         let owner = if mode.is_container() {
             znode::CONTAINER_OWNER
         } else if mode.is_ttl() {
@@ -195,7 +196,7 @@ impl<'a> Prep<'a> {
                 num_children: 0,
                 owner,
                 acl: Arc::new(acl.clone()),
-                data_len: c.data.len() as i64,
+                data_len,
             }),
         );
         Ok(TxnOp::Create {
@@ -254,17 +255,18 @@ impl<'a> Prep<'a> {
     pub fn set_data(
         &mut self,
         p: &str,
-        data: &bytes::Bytes,
+        data: &Option<bytes::Bytes>,
         version: i32,
     ) -> Result<TxnOp, ErrorCode> {
         Self::validate(p)?;
         let node = self.node(p)?;
         self.check_acl(&node, perm::WRITE)?;
-        self.check_quota(p, 0, data.len() as i64 - node.data_len)?;
+        let new_len = data.as_ref().map_or(0, bytes::Bytes::len) as i64;
+        self.check_quota(p, 0, new_len - node.data_len)?;
         let new_version = check_version(node.version, version)?;
         let mut updated = node;
         updated.version = new_version;
-        updated.data_len = data.len() as i64;
+        updated.data_len = new_len;
         self.overlay.insert(p.to_string(), Some(updated));
         Ok(TxnOp::SetData {
             path: p.to_string(),

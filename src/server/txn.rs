@@ -39,7 +39,7 @@ pub enum TxnOp {
         opcode: i32,
         /// Final path, sequential suffix included.
         path: String,
-        data: Bytes,
+        data: Option<Bytes>,
         acl: Vec<Acl>,
         /// Raw ephemeralOwner (session, container or TTL encoding).
         owner: i64,
@@ -51,7 +51,7 @@ pub enum TxnOp {
     },
     SetData {
         path: String,
-        data: Bytes,
+        data: Option<Bytes>,
         /// The new dataVersion.
         version: i32,
     },

@@ -52,7 +52,7 @@ impl DataTree {
             quota_paths: BTreeSet::new(),
             approximate_data_size: 0,
         };
-        let system = |acl: &Arc<Vec<Acl>>| Znode::new(Bytes::new(), acl.clone(), 0, 0, 0);
+        let system = |acl: &Arc<Vec<Acl>>| Znode::new(Some(Bytes::new()), acl.clone(), 0, 0, 0);
         let mut root = system(&open);
         root.children.insert("zookeeper".into());
         let mut zk = system(&open);
@@ -134,7 +134,7 @@ impl DataTree {
     pub fn create(
         &mut self,
         path: &str,
-        data: Bytes,
+        data: Option<Bytes>,
         acl: Arc<Vec<Acl>>,
         owner: i64,
         parent_creates: i32,
@@ -149,7 +149,7 @@ impl DataTree {
         parent.children.insert(name.into());
         parent.child_creates = parent_creates;
         parent.pzxid = zxid;
-        let data_len = data.len() as i64;
+        let data_len = data.as_ref().map_or(0, Bytes::len) as i64;
         let node = Znode::new(data, acl, owner, zxid, time_ms);
         let stat = node.stat();
         self.nodes.insert(path.to_string(), node);
@@ -189,7 +189,7 @@ impl DataTree {
                 parent.pzxid = zxid;
             }
         }
-        self.approximate_data_size -= path.len() as i64 + node.data.len() as i64;
+        self.approximate_data_size -= (path.len() + node.data_len()) as i64;
         match node.owner() {
             Owner::Session(s) => {
                 if let Some(set) = self.ephemerals.get_mut(&s) {
@@ -211,7 +211,7 @@ impl DataTree {
             self.quota_paths
                 .remove(&parent_path[quota::QUOTA_ROOT.len()..].to_string());
         }
-        self.update_quota_usage(path, -1, -(node.data.len() as i64));
+        self.update_quota_usage(path, -1, -(node.data_len() as i64));
         Ok(())
     }
 
@@ -221,13 +221,13 @@ impl DataTree {
     pub fn set_data(
         &mut self,
         path: &str,
-        data: Bytes,
+        data: Option<Bytes>,
         version: i32,
         zxid: i64,
         time_ms: i64,
     ) -> Result<Stat, ErrorCode> {
         let node = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
-        let delta = data.len() as i64 - node.data.len() as i64;
+        let delta = data.as_ref().map_or(0, Bytes::len) as i64 - node.data_len() as i64;
         node.data = data;
         node.version = version;
         node.mzxid = zxid;
@@ -272,8 +272,8 @@ impl DataTree {
         let limits = self.nodes.get(&quota::node_path(root, quota::LIMIT_NODE))?;
         let stats = self.nodes.get(&quota::node_path(root, quota::STAT_NODE))?;
         Some((
-            StatsTrack::parse(&limits.data),
-            StatsTrack::parse(&stats.data),
+            StatsTrack::parse(limits.data_bytes()),
+            StatsTrack::parse(stats.data_bytes()),
         ))
     }
 
@@ -289,12 +289,12 @@ impl DataTree {
             let (count, bytes) = self.usage_of(&target);
             let stat_path = quota::node_path(&target, quota::STAT_NODE);
             if let Some(node) = self.nodes.get_mut(&stat_path) {
-                let mut t = StatsTrack::parse(&node.data);
+                let mut t = StatsTrack::parse(node.data_bytes());
                 t.count = count;
                 t.bytes = bytes;
                 let text = Bytes::from(t.render());
-                self.approximate_data_size += text.len() as i64 - node.data.len() as i64;
-                node.data = text;
+                self.approximate_data_size += text.len() as i64 - node.data_len() as i64;
+                node.data = Some(text);
             }
         }
     }
@@ -304,7 +304,7 @@ impl DataTree {
         let Some(node) = self.nodes.get(path) else {
             return (0, 0);
         };
-        let mut acc = (1, node.data.len() as i64);
+        let mut acc = (1, node.data_len() as i64);
         for c in &node.children {
             let (n, b) = self.usage_of(&path::join(path, c));
             acc.0 += n;
@@ -322,12 +322,12 @@ impl DataTree {
         };
         let stat_path = quota::node_path(&root, quota::STAT_NODE);
         if let Some(node) = self.nodes.get_mut(&stat_path) {
-            let mut t = StatsTrack::parse(&node.data);
+            let mut t = StatsTrack::parse(node.data_bytes());
             t.count += count_delta;
             t.bytes += bytes_delta;
             let text = Bytes::from(t.render());
-            self.approximate_data_size += text.len() as i64 - node.data.len() as i64;
-            node.data = text;
+            self.approximate_data_size += text.len() as i64 - node.data_len() as i64;
+            node.data = Some(text);
         }
     }
 }
@@ -353,10 +353,10 @@ mod tests {
     #[test]
     fn cversion_counts_creates_and_deletes() {
         let mut t = DataTree::new();
-        t.create("/a", Bytes::new(), open(), 0, 1, 2, 0).unwrap();
-        t.create("/a/x", Bytes::new(), open(), 0, 1, 3, 0).unwrap();
+        t.create("/a", None, open(), 0, 1, 2, 0).unwrap();
+        t.create("/a/x", None, open(), 0, 1, 3, 0).unwrap();
         t.delete("/a/x", 4).unwrap();
-        t.create("/a/y", Bytes::new(), open(), 0, 2, 5, 0).unwrap();
+        t.create("/a/y", None, open(), 0, 2, 5, 0).unwrap();
         let s = t.get("/a").unwrap().stat();
         assert_eq!((s.cversion, s.pzxid, s.num_children), (3, 5, 1));
         assert_eq!(t.delete("/a", 6), Err(ErrorCode::NotEmpty));
@@ -366,11 +366,11 @@ mod tests {
     #[test]
     fn ephemerals_containers_ttls_tracked() {
         let mut t = DataTree::new();
-        t.create("/e", Bytes::new(), open(), 42, 1, 2, 0).unwrap();
-        t.create("/c", Bytes::new(), open(), znode::CONTAINER_OWNER, 2, 3, 0)
+        t.create("/e", None, open(), 42, 1, 2, 0).unwrap();
+        t.create("/c", None, open(), znode::CONTAINER_OWNER, 2, 3, 0)
             .unwrap();
         let ttl = Owner::Ttl(500).to_raw();
-        t.create("/t", Bytes::new(), open(), ttl, 3, 4, 0).unwrap();
+        t.create("/t", None, open(), ttl, 3, 4, 0).unwrap();
         assert_eq!(t.ephemerals(42).collect::<Vec<_>>(), vec!["/e"]);
         assert!(t.containers().contains("/c"));
         assert!(t.ttls().contains("/t"));
@@ -383,15 +383,15 @@ mod tests {
     #[test]
     fn quota_usage_follows_changes() {
         let mut t = DataTree::new();
-        t.create("/q", Bytes::from_static(b"ab"), open(), 0, 1, 2, 0).unwrap();
-        t.create("/zookeeper/quota/q", Bytes::new(), open(), 0, 1, 3, 0).unwrap();
+        t.create("/q", Some(Bytes::from_static(b"ab")), open(), 0, 1, 2, 0).unwrap();
+        t.create("/zookeeper/quota/q", None, open(), 0, 1, 3, 0).unwrap();
         let lim = Bytes::from_static(b"count=5,bytes=-1");
-        t.create("/zookeeper/quota/q/zookeeper_limits", lim, open(), 0, 1, 4, 0)
+        t.create("/zookeeper/quota/q/zookeeper_limits", Some(lim), open(), 0, 1, 4, 0)
             .unwrap();
         let st = Bytes::from_static(b"count=0,bytes=0");
-        t.create("/zookeeper/quota/q/zookeeper_stats", st, open(), 0, 2, 5, 0)
+        t.create("/zookeeper/quota/q/zookeeper_stats", Some(st), open(), 0, 2, 5, 0)
             .unwrap();
-        t.create("/q/x", Bytes::from_static(b"xyz"), open(), 0, 1, 6, 0).unwrap();
+        t.create("/q/x", Some(Bytes::from_static(b"xyz")), open(), 0, 1, 6, 0).unwrap();
         let (limits, usage) = t.quota_for("/q/x").unwrap();
         assert_eq!(limits.count, 5);
         assert_eq!((usage.count, usage.bytes), (2, 5));

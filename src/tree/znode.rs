@@ -55,7 +55,8 @@ impl Owner {
 /// `2 * child_creates - numChildren` (= creates + deletes), see [`Znode::stat`].
 #[derive(Debug, Clone)]
 pub struct Znode {
-    pub data: Bytes,
+    /// `None` for null data (a client sent a null buffer).
+    pub data: Option<Bytes>,
     /// Shared between znodes with equal ACLs, like ZooKeeper's ACL cache.
     pub acl: Arc<Vec<Acl>>,
     pub czxid: i64,
@@ -76,7 +77,7 @@ pub struct Znode {
 
 impl Znode {
     /// A new znode created at `zxid` and time `time_ms`.
-    pub fn new(data: Bytes, acl: Arc<Vec<Acl>>, owner: i64, zxid: i64, time_ms: i64) -> Znode {
+    pub fn new(data: Option<Bytes>, acl: Arc<Vec<Acl>>, owner: i64, zxid: i64, time_ms: i64) -> Znode {
         Znode {
             data,
             acl,
@@ -110,10 +111,20 @@ impl Znode {
             cversion: self.child_creates.wrapping_mul(2).wrapping_sub(n),
             aversion: self.aversion,
             ephemeral_owner: owner,
-            data_length: self.data.len() as i32,
+            data_length: self.data_len() as i32,
             num_children: n,
             pzxid: self.pzxid,
         }
+    }
+
+    /// Data length in bytes (0 for null data).
+    pub fn data_len(&self) -> usize {
+        self.data.as_ref().map_or(0, Bytes::len)
+    }
+
+    /// The data as bytes, null read as empty.
+    pub fn data_bytes(&self) -> &[u8] {
+        self.data.as_deref().unwrap_or(&[])
     }
 
     /// The owner kind.

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The README's test command: sets up prerequisites, builds keel, and runs every test:
+# the Rust tests, then each stock-client suite against keel (zkCli.sh differential
+# against real ZooKeeper, the C client, Curator, the two recipes, Kazoo's own suite).
+# Prints one line per suite and a final "suites: N passed, N failed".
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+cd "$ROOT"
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/keel-target}
+export KEEL_BIN=$CARGO_TARGET_DIR/release/keel
+
+bash "$HERE/setup.sh" || { echo "setup failed"; exit 1; }
+cargo build --release --locked || { echo "build failed"; exit 1; }
+
+passed=0; failed=0; failures=()
+suite() { # NAME CMD...
+  local name=$1; shift
+  echo; echo "=== $name: $*"
+  local t0; t0=$(date +%s)
+  if "$@"; then
+    passed=$((passed + 1)); echo "=== $name: PASS ($(( $(date +%s) - t0 ))s)"
+  else
+    failed=$((failed + 1)); failures+=("$name"); echo "=== $name: FAIL ($(( $(date +%s) - t0 ))s)"
+  fi
+}
+
+suite rust cargo test --release --locked --workspace
+suite zkcli-differential bash "$HERE/zkcli/run.sh" zk keel
+suite c-client bash "$HERE/cclient/run.sh" keel
+suite curator bash "$HERE/curator/run.sh" keel
+suite recipes bash "$HERE/recipes/run.sh" keel
+suite kazoo bash "$HERE/kazoo/run.sh" keel
+
+echo
+[ ${#failures[@]} -eq 0 ] || echo "failed suites: ${failures[*]}"
+echo "suites: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
