@@ -57,6 +57,10 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 mkdir -p "$WORK"
+if [ "$KIND" = keel ] && [ ! -x "$KEEL_BIN" ]; then
+  fail "keel binary $KEEL_BIN not found (build it or set KEEL_BIN)"
+  echo "$PASS passed, $FAIL failed"; exit 1
+fi
 if ! start_server "$KIND" "$SRV" "$PORT"; then
   fail "start $KIND server on port $PORT (see $SRV/log)"
   echo "$PASS passed, $FAIL failed"; exit 1

@@ -88,7 +88,9 @@ canon() {
 #    order of first appearance (so "same session" vs "other session" is still checked);
 #    0x0, container (0x8000000000000000) and TTL (0xff..) owners are not session ids;
 #  - the order of getEphemerals results (ZooKeeper returns them in hash-set order): the
-#    elements of a line "[/a, /b]" are sorted.  ls output is already sorted by zkCli.
+#    elements of a line "[/a, /b]" are sorted.  ls output is already sorted by zkCli;
+#  - the order of whoami's identity lines (ZooKeeper keeps a session's auth ids in a
+#    hash set): the "scheme: id" lines after "Auth scheme: User" are sorted.
 mask() {
   canon | awk '
     /^SLF4J:/ { next }
@@ -107,6 +109,16 @@ mask() {
       }
       print; next
     }
+    function flushwho(   i, j, x) {
+      for (i = 2; i <= nw; i++) { x = who[i]; j = i - 1
+        while (j > 0 && who[j] > x) { who[j + 1] = who[j]; j-- }
+        who[j + 1] = x }
+      for (i = 1; i <= nw; i++) print who[i]
+      nw = 0; inwho = 0
+    }
+    inwho && /^[a-z0-9]+: / { who[++nw] = $0; next }
+    inwho { flushwho() }
+    /^Auth scheme: User$/ { print; inwho = 1; next }
     /^\[\/.*\]$/ {
       s = substr($0, 2, length($0) - 2)
       n = split(s, el, ", ")
@@ -117,6 +129,7 @@ mask() {
       print out "]"; next
     }
     { print }
+    END { if (inwho) flushwho() }
   '
 }
 

@@ -1,0 +1,180 @@
+//! keel as a real process over real TCP: framing limits, malformed input, four-letter
+//! words, a bad zoo.cfg, and a clean stop on SIGTERM.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use jute::*;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Keel {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Drop for Keel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("keel-test-{tag}-{}-{}", std::process::id(), free_port()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn start(extra: &str) -> Keel {
+    let port = free_port();
+    let dir = temp_dir("proc");
+    let cfg = dir.join("zoo.cfg");
+    std::fs::write(
+        &cfg,
+        format!("tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=ruok,srvr\nmaxClientCnxns=0\n{extra}\n", dir.join("data").display()),
+    )
+    .unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_keel"))
+        .arg(&cfg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Keel { child, port, dir };
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("keel did not start on port {port}");
+}
+
+fn frame<R: Record>(header: Option<RequestHeader>, r: &R) -> Vec<u8> {
+    let mut body = BytesMut::new();
+    if let Some(h) = header {
+        h.encode(&mut body);
+    }
+    r.encode(&mut body);
+    let mut out = Vec::new();
+    out.put_i32(body.len() as i32);
+    out.extend_from_slice(&body);
+    out
+}
+
+fn read_frame(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len)?;
+    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body)?;
+    Ok(body)
+}
+
+fn session(port: u16) -> TcpStream {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let req = ConnectRequest { protocol_version: 0, last_zxid_seen: 0, time_out_ms: 10000, session_id: 0, passwd: Bytes::from_static(&[0; 16]), read_only: false };
+    s.write_all(&frame(None, &req)).unwrap();
+    let resp: ConnectResponse = decode_all(&read_frame(&mut s).unwrap()).unwrap();
+    assert_ne!(resp.session_id, 0);
+    s
+}
+
+fn create(s: &mut TcpStream, xid: i32, path: &str, data: Vec<u8>) -> ReplyHeader {
+    let req = CreateRequest { path: path.into(), data: Some(Bytes::from(data)), acl: vec![Acl { perms: 31, id: Id { scheme: "world".into(), id: "anyone".into() } }], flags: 0 };
+    s.write_all(&frame(Some(RequestHeader { xid, op_type: 1 }), &req)).unwrap();
+    let body = read_frame(s).unwrap();
+    let mut d = Decoder::new(&body);
+    ReplyHeader::decode(&mut d).unwrap()
+}
+
+fn is_closed(s: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 1];
+    matches!(s.read(&mut buf), Ok(0) | Err(_))
+}
+
+#[test]
+fn malformed_and_oversized_packets_close_only_their_connection() {
+    let keel = start("");
+    let mut good = session(keel.port);
+    assert_eq!(create(&mut good, 1, "/ok", b"v".to_vec()).err, 0);
+
+    // Garbage after the handshake: a create whose ACL count runs past the packet.
+    let mut bad = session(keel.port);
+    let mut pkt = Vec::new();
+    pkt.put_i32(16);
+    pkt.put_i32(1); // xid
+    pkt.put_i32(1); // create
+    pkt.put_i32(1); // path length 1 ...
+    pkt.put_u8(b'/');
+    pkt.extend_from_slice(&[0xff, 0xff, 0x7f]);
+    bad.write_all(&pkt).unwrap();
+    assert!(is_closed(&mut bad), "malformed packet must close the connection");
+
+    // A frame longer than jute.maxbuffer (0xfffff).
+    let mut big = session(keel.port);
+    assert_eq!(create(&mut big, 1, "/half", vec![7u8; 512 * 1024]).err, 0, "512 KB fits");
+    let mut huge = Vec::new();
+    huge.put_i32(2 * 1024 * 1024);
+    huge.extend_from_slice(&[0u8; 64]);
+    big.write_all(&huge).unwrap();
+    assert!(is_closed(&mut big), "oversized packet must close the connection");
+
+    // The first connection is untouched.
+    assert_eq!(create(&mut good, 2, "/still", vec![]).err, 0);
+    assert_eq!(create(&mut good, 3, "/still", vec![]).err, -110);
+}
+
+#[test]
+fn four_letter_words_answer_in_one_write_and_follow_the_whitelist() {
+    let keel = start("");
+    let ask = |word: &str| {
+        let mut s = TcpStream::connect(("127.0.0.1", keel.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(word.as_bytes()).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    assert_eq!(ask("ruok"), "imok");
+    let srvr = ask("srvr");
+    assert!(srvr.starts_with("Zookeeper version: 3.8.0"), "{srvr}");
+    assert!(srvr.contains("Mode: standalone"), "{srvr}");
+    assert_eq!(ask("envi"), "envi is not executed because it is not in the whitelist.\n");
+}
+
+#[test]
+fn bad_config_names_key_and_line() {
+    let dir = temp_dir("badcfg");
+    let cfg = dir.join("zoo.cfg");
+    std::fs::write(&cfg, format!("dataDir={}\nclientPort=2181\ntickTime=abc\n", dir.display())).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_keel")).arg(&cfg).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("tickTime") && err.contains("line 3"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sigterm_stops_within_two_seconds() {
+    let mut keel = start("");
+    let _s = session(keel.port);
+    let t0 = Instant::now();
+    Command::new("kill").arg("-TERM").arg(keel.child.id().to_string()).status().unwrap();
+    loop {
+        if let Some(status) = keel.child.try_wait().unwrap() {
+            assert!(status.success(), "clean exit, got {status}");
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(2), "still running 2 s after SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
