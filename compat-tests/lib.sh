@@ -17,7 +17,7 @@ export ZK_CP
 
 wait_ruok() { # PORT
   for _ in $(seq 100); do
-    if [ "$( { exec 3<>/dev/tcp/127.0.0.1/$1 && printf ruok >&3 && cat <&3; } 2>/dev/null)" = imok ]; then return 0; fi
+    if [ "$(timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1 && printf ruok >&3 && cat <&3" 2>/dev/null)" = imok ]; then return 0; fi
     sleep 0.2
   done
   return 1

@@ -254,14 +254,11 @@ impl DataTree {
     }
 
     /// The deepest quota'd path at or above `path`, if any (ZooKeeper's
-    /// PathTrie.findMaxPrefix). Paths under /zookeeper are never counted.
+    /// getMaxPrefixWithQuota). A quota on the root itself is never kept.
     pub fn quota_root_of(&self, path: &str) -> Option<&str> {
-        if path::is_under(path, "/zookeeper") {
-            return None;
-        }
         self.quota_paths
             .iter()
-            .filter(|q| path::is_under(path, q))
+            .filter(|q| !q.is_empty() && q.as_str() != "/" && path::is_under(path, q))
             .max_by_key(|q| q.len())
             .map(String::as_str)
     }

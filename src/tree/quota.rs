@@ -1,6 +1,8 @@
 //! Quotas: `/zookeeper/quota/<path>/zookeeper_limits` and `.../zookeeper_stats`
 //! (ZooKeeper's Quotas and StatsTrack). The stats node's data is kept as
-//! `count=N,bytes=M[,key=value...]` and updated in place, without a Stat change.
+//! `count=N,bytes=M` and updated in place, without a Stat change. Newer keys (the hard
+//! limits) follow as `=;key=value;...`, the form ZooKeeper writes so that 3.4 parsers
+//! still read count and bytes.
 
 /// Where quota nodes live.
 pub const QUOTA_ROOT: &str = "/zookeeper/quota";
@@ -19,7 +21,9 @@ pub struct StatsTrack {
 }
 
 impl StatsTrack {
-    /// Parses quota text; missing count/bytes read as -1, unparsable parts are ignored.
+    /// Parses quota text: pairs separated by `,` or `;`, each `key=value` (an empty
+    /// value, or text after a second `=`, is ignored as ZooKeeper's parser ignores it);
+    /// missing count/bytes read as -1, unparsable parts are skipped.
     pub fn parse(text: &[u8]) -> StatsTrack {
         let text = String::from_utf8_lossy(text);
         let mut t = StatsTrack {
@@ -27,12 +31,15 @@ impl StatsTrack {
             bytes: -1,
             extra: Vec::new(),
         };
-        for part in text.split(',') {
-            let Some((k, v)) = part.split_once('=') else {
-                continue;
-            };
-            let Ok(v) = v.trim().parse::<i64>() else {
-                continue;
+        for part in text.split([',', ';']).filter(|p| !p.is_empty()) {
+            let mut kv = part.split('=');
+            let k = kv.next().unwrap_or("");
+            let v = match kv.next() {
+                None | Some("") => -1,
+                Some(v) => match v.trim().parse::<i64>() {
+                    Ok(v) => v,
+                    Err(_) => continue,
+                },
             };
             match k.trim() {
                 "count" => t.count = v,
@@ -56,8 +63,11 @@ impl StatsTrack {
     /// The text form, count and bytes first.
     pub fn render(&self) -> String {
         let mut s = format!("count={},bytes={}", self.count, self.bytes);
-        for (k, v) in &self.extra {
-            s.push_str(&format!(",{k}={v}"));
+        if !self.extra.is_empty() {
+            s.push('=');
+            for (k, v) in &self.extra {
+                s.push_str(&format!(";{k}={v}"));
+            }
         }
         s
     }
@@ -74,10 +84,12 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let t = StatsTrack::parse(b"count=3,bytes=10,countHardLimit=5");
-        assert_eq!(t.count, 3);
-        assert_eq!(t.bytes, 10);
-        assert_eq!(t.extra("countHardLimit"), Some(5));
-        assert_eq!(t.render(), "count=3,bytes=10,countHardLimit=5");
+        let text = "count=-1,bytes=-1=;byteHardLimit=-1;countHardLimit=2";
+        let t = StatsTrack::parse(text.as_bytes());
+        assert_eq!((t.count, t.bytes), (-1, -1));
+        assert_eq!(t.extra("countHardLimit"), Some(2));
+        assert_eq!(t.extra("byteHardLimit"), None);
+        assert_eq!(t.render(), text);
+        assert_eq!(StatsTrack::parse(b"count=3,bytes=10").render(), "count=3,bytes=10");
     }
 }
