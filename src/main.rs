@@ -9,7 +9,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
-#[command(version, about = "A coordination server that speaks ZooKeeper's client protocol")]
+#[command(
+    version,
+    about = "A coordination server that speaks ZooKeeper's client protocol"
+)]
 struct Args {
     /// A JVM-style system property, NAME=VALUE (repeatable).
     #[arg(short = 'D', value_name = "NAME=VALUE")]

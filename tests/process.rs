@@ -24,11 +24,19 @@ impl Drop for Keel {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("keel-test-{tag}-{}-{}", std::process::id(), free_port()));
+    let dir = std::env::temp_dir().join(format!(
+        "keel-test-{tag}-{}-{}",
+        std::process::id(),
+        free_port()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -48,10 +56,12 @@ fn start(extra: &str) -> Keel {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // Owned by the guard at once, so a failed start still kills and reaps it.
+    let keel = Keel { child, port, dir };
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Keel { child, port, dir };
+            return keel;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -81,7 +91,14 @@ fn read_frame(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
 fn session(port: u16) -> TcpStream {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let req = ConnectRequest { protocol_version: 0, last_zxid_seen: 0, time_out_ms: 10000, session_id: 0, passwd: Bytes::from_static(&[0; 16]), read_only: false };
+    let req = ConnectRequest {
+        protocol_version: 0,
+        last_zxid_seen: 0,
+        time_out_ms: 10000,
+        session_id: 0,
+        passwd: Bytes::from_static(&[0; 16]),
+        read_only: false,
+    };
     s.write_all(&frame(None, &req)).unwrap();
     let resp: ConnectResponse = decode_all(&read_frame(&mut s).unwrap()).unwrap();
     assert_ne!(resp.session_id, 0);
@@ -89,8 +106,20 @@ fn session(port: u16) -> TcpStream {
 }
 
 fn create(s: &mut TcpStream, xid: i32, path: &str, data: Vec<u8>) -> ReplyHeader {
-    let req = CreateRequest { path: path.into(), data: Some(Bytes::from(data)), acl: vec![Acl { perms: 31, id: Id { scheme: "world".into(), id: "anyone".into() } }], flags: 0 };
-    s.write_all(&frame(Some(RequestHeader { xid, op_type: 1 }), &req)).unwrap();
+    let req = CreateRequest {
+        path: path.into(),
+        data: Some(Bytes::from(data)),
+        acl: vec![Acl {
+            perms: 31,
+            id: Id {
+                scheme: "world".into(),
+                id: "anyone".into(),
+            },
+        }],
+        flags: 0,
+    };
+    s.write_all(&frame(Some(RequestHeader { xid, op_type: 1 }), &req))
+        .unwrap();
     let body = read_frame(s).unwrap();
     let mut d = Decoder::new(&body);
     ReplyHeader::decode(&mut d).unwrap()
@@ -117,16 +146,26 @@ fn malformed_and_oversized_packets_close_only_their_connection() {
     pkt.put_u8(b'/');
     pkt.extend_from_slice(&[0xff, 0xff, 0x7f]);
     bad.write_all(&pkt).unwrap();
-    assert!(is_closed(&mut bad), "malformed packet must close the connection");
+    assert!(
+        is_closed(&mut bad),
+        "malformed packet must close the connection"
+    );
 
     // A frame longer than jute.maxbuffer (0xfffff).
     let mut big = session(keel.port);
-    assert_eq!(create(&mut big, 1, "/half", vec![7u8; 512 * 1024]).err, 0, "512 KB fits");
+    assert_eq!(
+        create(&mut big, 1, "/half", vec![7u8; 512 * 1024]).err,
+        0,
+        "512 KB fits"
+    );
     let mut huge = Vec::new();
     huge.put_i32(2 * 1024 * 1024);
     huge.extend_from_slice(&[0u8; 64]);
     big.write_all(&huge).unwrap();
-    assert!(is_closed(&mut big), "oversized packet must close the connection");
+    assert!(
+        is_closed(&mut big),
+        "oversized packet must close the connection"
+    );
 
     // The first connection is untouched.
     assert_eq!(create(&mut good, 2, "/still", vec![]).err, 0);
@@ -148,15 +187,25 @@ fn four_letter_words_answer_in_one_write_and_follow_the_whitelist() {
     let srvr = ask("srvr");
     assert!(srvr.starts_with("Zookeeper version: 3.8.0"), "{srvr}");
     assert!(srvr.contains("Mode: standalone"), "{srvr}");
-    assert_eq!(ask("envi"), "envi is not executed because it is not in the whitelist.\n");
+    assert_eq!(
+        ask("envi"),
+        "envi is not executed because it is not in the whitelist.\n"
+    );
 }
 
 #[test]
 fn bad_config_names_key_and_line() {
     let dir = temp_dir("badcfg");
     let cfg = dir.join("zoo.cfg");
-    std::fs::write(&cfg, format!("dataDir={}\nclientPort=2181\ntickTime=abc\n", dir.display())).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_keel")).arg(&cfg).output().unwrap();
+    std::fs::write(
+        &cfg,
+        format!("dataDir={}\nclientPort=2181\ntickTime=abc\n", dir.display()),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_keel"))
+        .arg(&cfg)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("tickTime") && err.contains("line 3"), "{err}");
@@ -168,13 +217,20 @@ fn sigterm_stops_within_two_seconds() {
     let mut keel = start("");
     let _s = session(keel.port);
     let t0 = Instant::now();
-    Command::new("kill").arg("-TERM").arg(keel.child.id().to_string()).status().unwrap();
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(keel.child.id().to_string())
+        .status()
+        .unwrap();
     loop {
         if let Some(status) = keel.child.try_wait().unwrap() {
             assert!(status.success(), "clean exit, got {status}");
             break;
         }
-        assert!(t0.elapsed() < Duration::from_secs(2), "still running 2 s after SIGTERM");
+        assert!(
+            t0.elapsed() < Duration::from_secs(2),
+            "still running 2 s after SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }

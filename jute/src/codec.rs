@@ -37,7 +37,7 @@ pub struct Decoder<'a> {
     input: &'a [u8],
 }
 
-fn lift<'a, T>(r: nom::IResult<&'a [u8], T>) -> Result<(&'a [u8], T), JuteError> {
+fn lift<T>(r: nom::IResult<&[u8], T>) -> Result<(&[u8], T), JuteError> {
     r.map_err(|_: nom::Err<nom::error::Error<&[u8]>>| JuteError::Truncated)
 }
 

@@ -12,7 +12,10 @@ fn round_trip<R: Record + PartialEq + std::fmt::Debug>(r: &R) {
     assert_eq!(&back, r);
     // Every strict prefix is truncated input, never a panic.
     for cut in 0..buf.len() {
-        assert!(decode_all::<R>(&buf[..cut]).is_err(), "prefix {cut} accepted");
+        assert!(
+            decode_all::<R>(&buf[..cut]).is_err(),
+            "prefix {cut} accepted"
+        );
     }
 }
 
@@ -136,11 +139,19 @@ fn hostile_lengths_are_rejected_before_allocating() {
     // A buffer of length -2.
     let mut buf = BytesMut::new();
     buf.extend_from_slice(&(-2i32).to_be_bytes());
-    assert_eq!(decode_all::<PathRequest>(&buf), Err(JuteError::BadLength(-2)));
+    assert_eq!(
+        decode_all::<PathRequest>(&buf),
+        Err(JuteError::BadLength(-2))
+    );
     // Null (-1) strings and vectors read as empty, as ZooKeeper treats them.
     let mut buf = BytesMut::new();
     buf.extend_from_slice(&(-1i32).to_be_bytes());
-    assert_eq!(decode_all::<PathRequest>(&buf), Ok(PathRequest { path: String::new() }));
+    assert_eq!(
+        decode_all::<PathRequest>(&buf),
+        Ok(PathRequest {
+            path: String::new()
+        })
+    );
     // Trailing bytes are an error for a whole-packet decode.
     let mut buf = BytesMut::new();
     PathRequest { path: "/a".into() }.encode(&mut buf);

@@ -1,7 +1,7 @@
 //! Gathers the figures the four-letter words print from the running [`Server`].
 
 use super::fourlw::{
-    keel_environment, ConfSnapshot, ConnectionSnapshot, SessionExpiryBucket, ServerSnapshot,
+    keel_environment, ConfSnapshot, ConnectionSnapshot, ServerSnapshot, SessionExpiryBucket,
 };
 use crate::config::Config;
 use crate::server::Server;

@@ -153,7 +153,10 @@ async fn core(mut server: Server, mut rx: mpsc::Receiver<CoreMsg>, config: Arc<C
             };
             let close = out == Outbound::Close;
             if tx.try_send(out).is_err() {
-                tracing::warn!(conn, "client is not reading its replies; closing the connection");
+                tracing::warn!(
+                    conn,
+                    "client is not reading its replies; closing the connection"
+                );
                 routes.remove(&conn);
             } else if close {
                 routes.remove(&conn);
@@ -279,7 +282,15 @@ async fn connection(
     {
         return Ok(());
     }
-    let result = serve(conn, &mut socket, &mut buf, &core_tx, &mut out_rx, max_buffer).await;
+    let result = serve(
+        conn,
+        &mut socket,
+        &mut buf,
+        &core_tx,
+        &mut out_rx,
+        max_buffer,
+    )
+    .await;
     if let Err(e) = &result {
         tracing::info!(conn, %peer, error = %e, "closing connection");
     }

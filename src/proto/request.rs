@@ -4,8 +4,8 @@ use super::opcode as op;
 use bytes::Bytes;
 use jute::{
     Acl, AddWatchRequest, AuthPacket, CheckVersionRequest, CreateRequest, CreateTtlRequest,
-    Decoder, DeleteRequest, JuteError, MultiHeader, PathRequest, PathWatchRequest, Record,
-    ReconfigRequest, SetAclRequest, SetDataRequest, SetWatches, SetWatches2, WatchesRequest,
+    Decoder, DeleteRequest, JuteError, MultiHeader, PathRequest, PathWatchRequest, ReconfigRequest,
+    Record, SetAclRequest, SetDataRequest, SetWatches, SetWatches2, WatchesRequest,
 };
 
 /// A create mode (shared/PROTOCOL.md, "Create modes"); the discriminant is the flag value.
@@ -35,7 +35,10 @@ impl CreateMode {
         })
     }
     pub fn is_ephemeral(self) -> bool {
-        matches!(self, CreateMode::Ephemeral | CreateMode::EphemeralSequential)
+        matches!(
+            self,
+            CreateMode::Ephemeral | CreateMode::EphemeralSequential
+        )
     }
     pub fn is_sequential(self) -> bool {
         matches!(

@@ -10,7 +10,9 @@ use crate::proto::ErrorCode;
 use crate::tree::path;
 use crate::watch::{ConnId, Table};
 use bytes::Bytes;
-use jute::{Create2Response, CreateResponse, ErrorResponse, MultiHeader, Record, Stat, StatResponse};
+use jute::{
+    Create2Response, CreateResponse, ErrorResponse, MultiHeader, Record, Stat, StatResponse,
+};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -18,7 +20,11 @@ use std::sync::Arc;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OpResult {
     Session,
-    Create { opcode: i32, path: String, stat: Stat },
+    Create {
+        opcode: i32,
+        path: String,
+        stat: Stat,
+    },
     Delete,
     SetData(Stat),
     SetAcl(Stat),
@@ -96,7 +102,12 @@ impl Server {
                 .tree
                 .set_data(path, data.clone(), *version, zxid, time_ms)
                 .map(|stat| {
-                    self.fire(Table::Data, path, event::NODE_DATA_CHANGED, &BTreeSet::new());
+                    self.fire(
+                        Table::Data,
+                        path,
+                        event::NODE_DATA_CHANGED,
+                        &BTreeSet::new(),
+                    );
                     OpResult::SetData(stat)
                 }),
             TxnOp::SetAcl {
@@ -115,7 +126,11 @@ impl Server {
             | TxnOp::MultiError(_) => Err(ErrorCode::RuntimeInconsistency),
         };
         r.unwrap_or_else(|code| {
-            tracing::error!(zxid, ?code, "txn did not apply: the tree and the log disagree");
+            tracing::error!(
+                zxid,
+                ?code,
+                "txn did not apply: the tree and the log disagree"
+            );
             OpResult::Error(code)
         })
     }
@@ -184,8 +199,9 @@ fn multi_type(r: &OpResult) -> i32 {
     }
 }
 
-/// Encodes the reply to a write with opcode `opcode` whose txn had `zxid`.
-pub fn encode_result(xid: i32, zxid: i64, opcode: i32, r: &OpResult) -> Bytes {
+/// Encodes the reply to a write whose txn had `zxid`; the result knows which record
+/// its opcode expects.
+pub fn encode_result(xid: i32, zxid: i64, r: &OpResult) -> Bytes {
     match r {
         OpResult::Error(code) => reply::header_only(xid, zxid, code.code()),
         OpResult::Multi(results) => reply::frame(|buf| {
@@ -214,13 +230,10 @@ pub fn encode_result(xid: i32, zxid: i64, opcode: i32, r: &OpResult) -> Bytes {
             }
             end_multi(buf);
         }),
-        other => {
-            let _ = opcode;
-            reply::frame(|buf| {
-                jute::ReplyHeader { xid, zxid, err: 0 }.encode(buf);
-                encode_op(buf, other);
-            })
-        }
+        other => reply::frame(|buf| {
+            jute::ReplyHeader { xid, zxid, err: 0 }.encode(buf);
+            encode_op(buf, other);
+        }),
     }
 }
 

@@ -277,7 +277,11 @@ impl Server {
                 self.watches.remove_conn(old);
             }
         }
-        let passwd = self.sessions.get(req.session_id).map(|s| s.passwd).unwrap_or_default();
+        let passwd = self
+            .sessions
+            .get(req.session_id)
+            .map(|s| s.passwd)
+            .unwrap_or_default();
         self.attach(conn, req.session_id, timeout_ms, passwd);
     }
 
@@ -320,7 +324,7 @@ impl Server {
             return;
         }
         if req.is_write() {
-            self.write(conn, session_id, xid, opcode, req);
+            self.write(conn, session_id, xid, req);
         } else {
             self.read(conn, session_id, xid, opcode, req);
         }
@@ -330,7 +334,7 @@ impl Server {
         }
     }
 
-    fn write(&mut self, conn: ConnId, session_id: i64, xid: i32, opcode: i32, req: Request) {
+    fn write(&mut self, conn: ConnId, session_id: i64, xid: i32, req: Request) {
         let zxid = self.last_zxid + 1;
         let identities = self
             .conns
@@ -340,13 +344,13 @@ impl Server {
         let op = {
             let mut p = Prep::new(&self.tree, &self.settings.prep, &identities, session_id);
             let r = match &req {
-                Request::Create(c) => p.create(c, zxid),
+                Request::Create(c) => p.create(c),
                 Request::Delete(d) => p.delete(&d.path, d.version),
                 Request::DeleteContainer(d) => p.delete_container(&d.path),
                 Request::SetData(s) => p.set_data(&s.path, &s.data, s.version),
                 Request::SetAcl(s) => p.set_acl(&s.path, &s.acl, s.version),
                 Request::Check(c) => p.check(&c.path, c.version),
-                Request::Multi(ops) => Ok(p.multi(ops, zxid)),
+                Request::Multi(ops) => Ok(p.multi(ops)),
                 // Standalone ZooKeeper answers UNIMPLEMENTED when reconfig is enabled
                 // (no ensemble to change) and RECONFIGDISABLED otherwise.
                 Request::Reconfig(_) if self.settings.reconfig_enabled => {
@@ -371,10 +375,13 @@ impl Server {
             cxid: xid,
             op,
         });
-        let packet = apply::encode_result(xid, zxid, opcode, &result);
+        let packet = apply::encode_result(xid, zxid, &result);
         self.send(conn, packet);
         if closing {
-            tracing::info!(session = format!("0x{session_id:x}"), "session closed by client");
+            tracing::info!(
+                session = format!("0x{session_id:x}"),
+                "session closed by client"
+            );
             self.session_conn.remove(&session_id);
             if let Some(c) = self.conns.get_mut(&conn) {
                 c.session_id = 0;

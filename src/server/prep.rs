@@ -133,8 +133,7 @@ impl<'a> Prep<'a> {
     }
 
     /// Preps one create.
-    pub fn create(&mut self, c: &CreateOp, zxid: i64) -> Result<TxnOp, ErrorCode> {
-        let _ = zxid;
+    pub fn create(&mut self, c: &CreateOp) -> Result<TxnOp, ErrorCode> {
         let mode = CreateMode::from_flags(c.flags).ok_or(ErrorCode::BadArguments)?;
         if mode.is_ttl() && !self.settings.extended_types {
             return Err(ErrorCode::Unimplemented);
@@ -227,7 +226,9 @@ impl<'a> Prep<'a> {
         self.overlay
             .insert(parent_path.to_string(), Some(new_parent));
         self.overlay.insert(p.to_string(), None);
-        Ok(TxnOp::Delete { path: p.to_string() })
+        Ok(TxnOp::Delete {
+            path: p.to_string(),
+        })
     }
 
     /// Preps a deleteContainer from the container reaper: the znode must still be an
@@ -240,7 +241,10 @@ impl<'a> Prep<'a> {
         if node.num_children > 0 {
             return Err(ErrorCode::NotEmpty);
         }
-        if !matches!(Owner::from_raw(node.owner), Owner::Container | Owner::Ttl(_)) {
+        if !matches!(
+            Owner::from_raw(node.owner),
+            Owner::Container | Owner::Ttl(_)
+        ) {
             return Err(ErrorCode::BadVersion);
         }
         let (parent_path, _) = path::split(p);
@@ -248,7 +252,9 @@ impl<'a> Prep<'a> {
         parent.num_children -= 1;
         self.overlay.insert(parent_path.to_string(), Some(parent));
         self.overlay.insert(p.to_string(), None);
-        Ok(TxnOp::Delete { path: p.to_string() })
+        Ok(TxnOp::Delete {
+            path: p.to_string(),
+        })
     }
 
     /// Preps one setData.
@@ -299,16 +305,18 @@ impl<'a> Prep<'a> {
         let node = self.node(p)?;
         self.check_acl(&node, perm::READ)?;
         check_version(node.version, version)?;
-        Ok(TxnOp::Check { path: p.to_string() })
+        Ok(TxnOp::Check {
+            path: p.to_string(),
+        })
     }
 
     /// Preps a multi: all ops pass and become one `Multi`, or the first failure makes a
     /// `MultiError` with ZooKeeper's per-op codes.
-    pub fn multi(&mut self, ops: &[MultiOp], zxid: i64) -> TxnOp {
+    pub fn multi(&mut self, ops: &[MultiOp]) -> TxnOp {
         let mut out = Vec::with_capacity(ops.len());
         for (i, o) in ops.iter().enumerate() {
             let r = match o {
-                MultiOp::Create(c) => self.create(c, zxid),
+                MultiOp::Create(c) => self.create(c),
                 MultiOp::Delete(d) => self.delete(&d.path, d.version),
                 MultiOp::SetData(s) => self.set_data(&s.path, &s.data, s.version),
                 MultiOp::Check(c) => self.check(&c.path, c.version),

@@ -206,7 +206,12 @@ impl Server {
                         user: acl::user_name(i),
                     })
                     .collect();
-                ok(&|b| WhoAmIResponse { client_info: client_info.clone() }.encode(b))
+                ok(&|b| {
+                    WhoAmIResponse {
+                        client_info: client_info.clone(),
+                    }
+                    .encode(b)
+                })
             }
             Request::Sasl | Request::Unknown(_) => err(ErrorCode::Unimplemented),
             // Writes never reach here; answer defensively rather than panic.
@@ -241,7 +246,13 @@ impl Server {
 
     /// checkWatches/removeWatches. `watcher_type`: 1 children, 2 data, 3 any,
     /// 4 persistent, 5 persistent recursive. Returns whether a matching watch existed.
-    fn check_or_remove_watches(&mut self, conn: ConnId, p: &str, watcher_type: i32, remove: bool) -> bool {
+    fn check_or_remove_watches(
+        &mut self,
+        conn: ConnId,
+        p: &str,
+        watcher_type: i32,
+        remove: bool,
+    ) -> bool {
         let all = STANDARD | PERSISTENT | RECURSIVE;
         let targets: &[(Table, u8)] = match watcher_type {
             1 => &[(Table::Child, all)],
@@ -283,9 +294,7 @@ impl Server {
         for p in &w.child_watches {
             match self.tree.get(p) {
                 None => events.push((event::NODE_DELETED, p.clone())),
-                Some(n) if n.pzxid > rel => {
-                    events.push((event::NODE_CHILDREN_CHANGED, p.clone()))
-                }
+                Some(n) if n.pzxid > rel => events.push((event::NODE_CHILDREN_CHANGED, p.clone())),
                 Some(_) => self.watches.add(Table::Child, p, conn, STANDARD),
             }
         }
@@ -300,4 +309,3 @@ impl Server {
         }
     }
 }
-

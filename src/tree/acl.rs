@@ -165,7 +165,10 @@ mod tests {
     #[test]
     fn digest_matches_zookeeper() {
         // The super digest kazoo's harness uses is for password "test".
-        assert_eq!(digest_id("super:test"), "super:D/InIHSb7yEEbrWz8b9l71RjZJU=");
+        assert_eq!(
+            digest_id("super:test"),
+            "super:D/InIHSb7yEEbrWz8b9l71RjZJU="
+        );
     }
 
     #[test]
@@ -182,19 +185,37 @@ mod tests {
             perms: 1,
             id: id("digest", "u:h"),
         }];
-        assert_eq!(check(&acl, 1, &[id("ip", "1.2.3.4")]), Err(ErrorCode::NoAuth));
+        assert_eq!(
+            check(&acl, 1, &[id("ip", "1.2.3.4")]),
+            Err(ErrorCode::NoAuth)
+        );
         assert_eq!(check(&acl, 1, &[id("digest", "u:h")]), Ok(()));
-        assert_eq!(check(&acl, 2, &[id("digest", "u:h")]), Err(ErrorCode::NoAuth));
+        assert_eq!(
+            check(&acl, 2, &[id("digest", "u:h")]),
+            Err(ErrorCode::NoAuth)
+        );
         assert_eq!(check(&acl, 2, &[id("super", "")]), Ok(()));
         let auth = vec![Acl {
             perms: 31,
             id: id("auth", ""),
         }];
-        assert_eq!(fixup(&auth, &[id("ip", "1.2.3.4")]), Err(ErrorCode::InvalidAcl));
+        assert_eq!(
+            fixup(&auth, &[id("ip", "1.2.3.4")]),
+            Err(ErrorCode::InvalidAcl)
+        );
         let fixed = fixup(&auth, &[id("ip", "1.2.3.4"), id("digest", "u:h")]).unwrap();
-        assert_eq!(fixed, vec![Acl { perms: 31, id: id("digest", "u:h") }]);
+        assert_eq!(
+            fixed,
+            vec![Acl {
+                perms: 31,
+                id: id("digest", "u:h")
+            }]
+        );
         assert_eq!(fixup(&[], &[]), Err(ErrorCode::InvalidAcl));
-        let bad = vec![Acl { perms: 31, id: id("nope", "x") }];
+        let bad = vec![Acl {
+            perms: 31,
+            id: id("nope", "x"),
+        }];
         assert_eq!(fixup(&bad, &[]), Err(ErrorCode::InvalidAcl));
     }
 }

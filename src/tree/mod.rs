@@ -156,7 +156,10 @@ impl DataTree {
         self.approximate_data_size += path.len() as i64 + data_len;
         match Owner::from_raw(owner) {
             Owner::Session(s) => {
-                self.ephemerals.entry(s).or_default().insert(path.to_string());
+                self.ephemerals
+                    .entry(s)
+                    .or_default()
+                    .insert(path.to_string());
             }
             Owner::Container => {
                 self.containers.insert(path.to_string());
@@ -209,7 +212,7 @@ impl DataTree {
         }
         if name == quota::LIMIT_NODE && parent_path.starts_with(quota::QUOTA_ROOT) {
             self.quota_paths
-                .remove(&parent_path[quota::QUOTA_ROOT.len()..].to_string());
+                .remove(&parent_path[quota::QUOTA_ROOT.len()..]);
         }
         self.update_quota_usage(path, -1, -(node.data_len() as i64));
         Ok(())
@@ -380,15 +383,34 @@ mod tests {
     #[test]
     fn quota_usage_follows_changes() {
         let mut t = DataTree::new();
-        t.create("/q", Some(Bytes::from_static(b"ab")), open(), 0, 1, 2, 0).unwrap();
-        t.create("/zookeeper/quota/q", None, open(), 0, 1, 3, 0).unwrap();
+        t.create("/q", Some(Bytes::from_static(b"ab")), open(), 0, 1, 2, 0)
+            .unwrap();
+        t.create("/zookeeper/quota/q", None, open(), 0, 1, 3, 0)
+            .unwrap();
         let lim = Bytes::from_static(b"count=5,bytes=-1");
-        t.create("/zookeeper/quota/q/zookeeper_limits", Some(lim), open(), 0, 1, 4, 0)
-            .unwrap();
+        t.create(
+            "/zookeeper/quota/q/zookeeper_limits",
+            Some(lim),
+            open(),
+            0,
+            1,
+            4,
+            0,
+        )
+        .unwrap();
         let st = Bytes::from_static(b"count=0,bytes=0");
-        t.create("/zookeeper/quota/q/zookeeper_stats", Some(st), open(), 0, 2, 5, 0)
+        t.create(
+            "/zookeeper/quota/q/zookeeper_stats",
+            Some(st),
+            open(),
+            0,
+            2,
+            5,
+            0,
+        )
+        .unwrap();
+        t.create("/q/x", Some(Bytes::from_static(b"xyz")), open(), 0, 1, 6, 0)
             .unwrap();
-        t.create("/q/x", Some(Bytes::from_static(b"xyz")), open(), 0, 1, 6, 0).unwrap();
         let (limits, usage) = t.quota_for("/q/x").unwrap();
         assert_eq!(limits.count, 5);
         assert_eq!((usage.count, usage.bytes), (2, 5));

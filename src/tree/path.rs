@@ -69,7 +69,9 @@ mod tests {
         for ok in ["/", "/a", "/a/b", "/a.b", "/a/..b"] {
             assert!(is_valid(ok, false), "{ok}");
         }
-        for bad in ["", "a", "/a/", "//", "/a//b", "/.", "/a/..", "/a/./b", "/a\u{0}b", "/\u{1f}"] {
+        for bad in [
+            "", "a", "/a/", "//", "/a//b", "/.", "/a/..", "/a/./b", "/a\u{0}b", "/\u{1f}",
+        ] {
             assert!(!is_valid(bad, false), "{bad:?}");
         }
         assert!(is_valid("/a/", true));

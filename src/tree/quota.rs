@@ -90,6 +90,9 @@ mod tests {
         assert_eq!(t.extra("countHardLimit"), Some(2));
         assert_eq!(t.extra("byteHardLimit"), None);
         assert_eq!(t.render(), text);
-        assert_eq!(StatsTrack::parse(b"count=3,bytes=10").render(), "count=3,bytes=10");
+        assert_eq!(
+            StatsTrack::parse(b"count=3,bytes=10").render(),
+            "count=3,bytes=10"
+        );
     }
 }

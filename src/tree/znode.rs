@@ -77,7 +77,13 @@ pub struct Znode {
 
 impl Znode {
     /// A new znode created at `zxid` and time `time_ms`.
-    pub fn new(data: Option<Bytes>, acl: Arc<Vec<Acl>>, owner: i64, zxid: i64, time_ms: i64) -> Znode {
+    pub fn new(
+        data: Option<Bytes>,
+        acl: Arc<Vec<Acl>>,
+        owner: i64,
+        zxid: i64,
+        time_ms: i64,
+    ) -> Znode {
         Znode {
             data,
             acl,

@@ -281,6 +281,10 @@ mod tests {
         assert!(second.is_empty());
         w.add(Table::Child, "/b", 3, STANDARD);
         w.remove_conn(3);
-        assert_eq!(w.watch_count(), 0, "a suppressed one-shot watch is consumed too");
+        assert_eq!(
+            w.watch_count(),
+            0,
+            "a suppressed one-shot watch is consumed too"
+        );
     }
 }
