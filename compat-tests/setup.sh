@@ -7,7 +7,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
 PKGS=(zookeeper zookeeper-bin libzookeeper-mt-dev libcurator-client-java
       libcurator-framework-java libcurator-recipes-java openjdk-17-jdk-headless
-      gcc python3-venv procps)
+      gcc clang libclang-dev python3-venv procps)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -39,5 +39,7 @@ pub fn server_settings(config: &config::Config) -> server::Settings {
         },
         container_check_interval_ms: config.container_check_interval_ms,
         reconfig_enabled: config.reconfig_enabled,
+        durable: true,
+        snap_count: config.snap_count,
     }
 }

@@ -7,7 +7,7 @@ use keel::proto::opcode as op;
 use keel::proto::request::CreateOp;
 use keel::proto::Request;
 use keel::server::prep::PrepSettings;
-use keel::server::{Input, Outbound, Server, Settings};
+use keel::server::{Input, Outbound, Server, Settings, StorageOp};
 use proptest::prelude::*;
 
 const T0: i64 = 1_700_000_000_000;
@@ -24,6 +24,8 @@ fn settings() -> Settings {
         },
         container_check_interval_ms: 1000,
         reconfig_enabled: false,
+        durable: false,
+        snap_count: 0,
     }
 }
 
@@ -616,4 +618,173 @@ fn request_body_round_trip() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn durable_writes_wait_for_storage_and_reads_wait_behind_writes() {
+    let mut s = settings();
+    s.durable = true;
+    let mut h = Harness {
+        server: Server::new(s, 0, T0, 7),
+        now: T0,
+    };
+    // The handshake waits for createSession to be durable.
+    h.server.handle(
+        h.now,
+        Input::Connected {
+            conn: 1,
+            addr: "127.0.0.1:5000".parse().unwrap(),
+        },
+    );
+    h.server.handle(
+        h.now,
+        Input::Handshake {
+            conn: 1,
+            req: ConnectRequest {
+                protocol_version: 0,
+                last_zxid_seen: 0,
+                time_out_ms: 30000,
+                session_id: 0,
+                passwd: Bytes::from_static(&[0; 16]),
+                read_only: false,
+            },
+        },
+    );
+    assert!(
+        h.out(1).is_empty(),
+        "no ConnectResponse before the session is durable"
+    );
+    let ops = h.server.drain_storage();
+    assert!(matches!(ops.as_slice(), [StorageOp::Append(t)] if t.zxid == 1));
+    h.server.handle(h.now, Input::Durable { zxid: 1 });
+    assert!(matches!(h.out(1).as_slice(), [Got::Connected { .. }]));
+    // A create, then a read of the same node, then a second create: the read waits.
+    let create = |p: &str| {
+        Request::Create(CreateOp {
+            opcode: op::CREATE,
+            path: p.into(),
+            data: None,
+            acl: keel::tree::acl::open_acl(),
+            flags: 0,
+            ttl_ms: 0,
+        })
+    };
+    h.request(1, 1, op::CREATE, create("/d"));
+    h.request(
+        1,
+        2,
+        op::EXISTS,
+        Request::Exists(PathWatchRequest {
+            path: "/d".into(),
+            watch: false,
+        }),
+    );
+    h.request(1, 3, op::CREATE, create("/d/x"));
+    assert!(h.out(1).is_empty(), "nothing answered before it is durable");
+    assert!(
+        h.server.tree.get("/d").is_none(),
+        "nothing applied before it is durable"
+    );
+    assert_eq!(
+        h.server.drain_storage().len(),
+        2,
+        "/d/x was prepped against the pending /d"
+    );
+    h.server.handle(h.now, Input::Durable { zxid: 2 });
+    let got = h.out(1);
+    assert!(
+        matches!(
+            got.as_slice(),
+            [
+                Got::Reply {
+                    xid: 1,
+                    zxid: 2,
+                    ..
+                },
+                Got::Reply { xid: 2, err: 0, .. }
+            ]
+        ),
+        "{got:?}"
+    );
+    h.server.handle(h.now, Input::Durable { zxid: 3 });
+    assert!(matches!(
+        h.out(1).as_slice(),
+        [Got::Reply {
+            xid: 3,
+            zxid: 3,
+            err: 0,
+            ..
+        }]
+    ));
+    assert!(h.server.tree.get("/d/x").is_some());
+}
+
+#[test]
+fn failed_multi_leaves_no_outstanding_changes() {
+    use keel::proto::request::MultiOp;
+    let mut s = settings();
+    s.durable = true;
+    let mut h = Harness {
+        server: Server::new(s, 0, T0, 7),
+        now: T0,
+    };
+    h.server.handle(
+        h.now,
+        Input::Connected {
+            conn: 1,
+            addr: "127.0.0.1:5000".parse().unwrap(),
+        },
+    );
+    h.server.handle(
+        h.now,
+        Input::Handshake {
+            conn: 1,
+            req: ConnectRequest {
+                protocol_version: 0,
+                last_zxid_seen: 0,
+                time_out_ms: 30000,
+                session_id: 0,
+                passwd: Bytes::from_static(&[0; 16]),
+                read_only: false,
+            },
+        },
+    );
+    h.server.handle(h.now, Input::Durable { zxid: 1 });
+    h.out(1);
+    let mk = |p: &str| {
+        MultiOp::Create(CreateOp {
+            opcode: op::CREATE,
+            path: p.into(),
+            data: None,
+            acl: keel::tree::acl::open_acl(),
+            flags: 0,
+            ttl_ms: 0,
+        })
+    };
+    h.request(
+        1,
+        1,
+        op::MULTI,
+        Request::Multi(vec![mk("/m"), mk("/missing/x")]),
+    );
+    // The failed multi's "/m" must not be visible to the next prep.
+    h.request(
+        1,
+        2,
+        op::CREATE,
+        Request::Create(CreateOp {
+            opcode: op::CREATE,
+            path: "/m".into(),
+            data: None,
+            acl: keel::tree::acl::open_acl(),
+            flags: 0,
+            ttl_ms: 0,
+        }),
+    );
+    h.server.handle(h.now, Input::Durable { zxid: 3 });
+    let got = h.out(1);
+    assert!(
+        matches!(got[1], Got::Reply { xid: 2, err: 0, .. }),
+        "{got:?}"
+    );
 }

@@ -71,6 +71,13 @@ impl<'a> Decoder<'a> {
         Ok(v)
     }
 
+    /// One raw byte.
+    pub fn bool_byte(&mut self) -> Result<u8, JuteError> {
+        let (rest, v) = lift(be_u8(self.input))?;
+        self.input = rest;
+        Ok(v)
+    }
+
     /// A one-byte bool (any non-zero byte is true, as in Java's DataInput).
     pub fn bool(&mut self) -> Result<bool, JuteError> {
         let (rest, v) = lift(be_u8(self.input))?;

@@ -81,7 +81,7 @@ impl<T: Record> Record for Vec<T> {
 macro_rules! record {
     ($(#[$m:meta])* pub struct $name:ident { $($(#[$fm:meta])* pub $field:ident : $ty:ty),* $(,)? }) => {
         $(#[$m])*
-        #[derive(Debug, Clone, PartialEq, Eq, Default)]
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
         pub struct $name { $($(#[$fm])* pub $field: $ty),* }
 
         impl Record for $name {

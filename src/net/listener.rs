@@ -7,9 +7,12 @@
 
 use crate::admin::{fourlw, snapshot};
 use crate::config::Config;
+use crate::net::persist;
 use crate::proto::opcode as op;
 use crate::proto::Request;
-use crate::server::{Input, Outbound, Server};
+use crate::server::{Input, Outbound, Server, StorageOp};
+use crate::storage::rocks::RocksStorage;
+use crate::storage::{Storage, StorageError};
 use bytes::{Buf, BytesMut};
 use jute::{ConnectRequest, Decoder, PathRequest, Record, RequestHeader};
 use parking_lot::Mutex;
@@ -19,13 +22,15 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// Capacity of the channel into the core task; a full channel makes connections wait
 /// (back-pressure), like ZooKeeper's globalOutstandingLimit.
 const CORE_QUEUE: usize = 8192;
 /// Packets queued for one connection before it counts as not reading and is closed.
 const CONN_QUEUE: usize = 65536;
+/// Storage operations queued for the storage thread; a full queue makes the core wait.
+const STORAGE_QUEUE: usize = 65536;
 /// How often the core checks session expiry and container reaping, ms.
 const TICK_MS: u64 = 100;
 
@@ -65,18 +70,26 @@ pub async fn run(
         .clone()
         .unwrap_or_else(|| "0.0.0.0".into());
     let port = config.client_port.unwrap_or(2181);
+    let (server, storage) = recover(&config)?;
     let listener = TcpListener::bind((addr.as_str(), port)).await?;
     tracing::info!(address = %addr, port, "serving clients");
-    let epoch = crate::storage::epoch::next_epoch(&config.data_dir)?;
-    tracing::info!(epoch, data_dir = %config.data_dir.display(), "starting");
-    let server = Server::new(
-        crate::server_settings(&config),
-        epoch,
-        now_ms(),
-        rand::random(),
-    );
+    let (storage_tx, storage_rx) = mpsc::channel(STORAGE_QUEUE);
+    let (durable_tx, durable_rx) = watch::channel(server.last_zxid);
+    let purge = persist::Purge {
+        retain: config.autopurge_snap_retain_count as usize,
+        interval_hours: config.autopurge_purge_interval_hours,
+    };
+    let storage_thread = std::thread::Builder::new()
+        .name("keel-storage".into())
+        .spawn(move || persist::run(storage, storage_rx, durable_tx, purge))?;
     let (core_tx, core_rx) = mpsc::channel(CORE_QUEUE);
-    tokio::spawn(core(server, core_rx, config.clone()));
+    let core_task = tokio::spawn(core(
+        server,
+        core_rx,
+        durable_rx,
+        storage_tx,
+        config.clone(),
+    ));
     let per_ip: Arc<Mutex<HashMap<IpAddr, u32>>> = Arc::default();
     let mut next_conn: u64 = 1;
     tokio::pin!(shutdown);
@@ -84,6 +97,11 @@ pub async fn run(
         tokio::select! {
             _ = &mut shutdown => {
                 tracing::info!("shutting down");
+                // Stop the core; the storage thread then drains its queue (every txn
+                // handed to it is written) and ends.
+                core_task.abort();
+                let _ = core_task.await;
+                let _ = tokio::task::spawn_blocking(move || storage_thread.join()).await;
                 return Ok(());
             }
             accepted = listener.accept() => {
@@ -127,12 +145,61 @@ pub async fn run(
     }
 }
 
-/// The core task: owns the state machine, applies inputs in arrival order, routes output.
-async fn core(mut server: Server, mut rx: mpsc::Receiver<CoreMsg>, config: Arc<Config>) {
+/// Opens the store in dataDir (txn log in dataLogDir) and rebuilds the state machine
+/// from it.
+///
+/// Errors: the store is corrupt, of another format version, or cannot be opened; the
+/// error names the path and position and nothing is rewritten.
+fn recover(config: &Config) -> std::io::Result<(Server, Box<dyn Storage>)> {
+    let to_io = |e: StorageError| std::io::Error::other(e.to_string());
+    let t0 = std::time::Instant::now();
+    let db = config.data_dir.join(crate::storage::rocks::DB_DIR);
+    let settings = crate::server_settings(config);
+    // Recover from a read-only view first: every record is read and checked before
+    // RocksDB may write anything, so a refused store is left exactly as it was.
+    let recovered = match RocksStorage::open_read_only(&config.data_dir, &config.data_log_dir)
+        .map_err(to_io)?
+    {
+        Some(ro) => Some(
+            Server::recover(settings.clone(), &ro, &db, now_ms(), rand::random()).map_err(to_io)?,
+        ),
+        None => None,
+    };
+    let storage = RocksStorage::open(&config.data_dir, &config.data_log_dir, config.force_sync)
+        .map_err(to_io)?;
+    let (server, stats) = match recovered {
+        Some(r) => r,
+        None => {
+            Server::recover(settings, &storage, &db, now_ms(), rand::random()).map_err(to_io)?
+        }
+    };
+    tracing::info!(
+        data_dir = %config.data_dir.display(),
+        snapshot_zxid = stats.snapshot_zxid.map(|z| format!("0x{z:x}")),
+        txns_replayed = stats.txns_replayed,
+        znodes = stats.znodes,
+        sessions = stats.sessions,
+        last_zxid = format!("0x{:x}", server.last_zxid),
+        elapsed_ms = t0.elapsed().as_millis() as u64,
+        "recovered"
+    );
+    Ok((server, Box::new(storage)))
+}
+
+/// The core task: owns the state machine, applies inputs in arrival order, routes output
+/// to connections and storage.
+async fn core(
+    mut server: Server,
+    mut rx: mpsc::Receiver<CoreMsg>,
+    mut durable: watch::Receiver<i64>,
+    storage: mpsc::Sender<StorageOp>,
+    config: Arc<Config>,
+) {
     let mut routes: HashMap<u64, mpsc::Sender<Outbound>> = HashMap::new();
     let mut tick = tokio::time::interval(Duration::from_millis(TICK_MS));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
+        let snapshotting = server.snapshot_in_progress();
         tokio::select! {
             msg = rx.recv() => {
                 let Some(msg) = msg else { return };
@@ -145,7 +212,25 @@ async fn core(mut server: Server, mut rx: mpsc::Receiver<CoreMsg>, config: Arc<C
                     }
                 }
             }
+            changed = durable.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let zxid = *durable.borrow_and_update();
+                server.handle(now_ms(), Input::Durable { zxid });
+            }
             _ = tick.tick() => server.handle(now_ms(), Input::Tick),
+            // While a snapshot is being written, idle moments go to it.
+            _ = std::future::ready(()), if snapshotting => {}
+        }
+        // One snapshot step per turn, so a busy server still finishes its snapshot.
+        if server.snapshot_in_progress() {
+            server.snapshot_step();
+        }
+        for op in server.drain_storage() {
+            if storage.send(op).await.is_err() {
+                return;
+            }
         }
         for (conn, out) in server.drain_outbox() {
             let Some(tx) = routes.get(&conn) else {

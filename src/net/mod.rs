@@ -1,2 +1,4 @@
-//! The runtime layer: tokio listener and connections. See [`listener`].
+//! The runtime layer, the only one that does I/O: the client listener and connections
+//! ([`listener`]) and the storage thread ([`persist`]).
 pub mod listener;
+pub mod persist;

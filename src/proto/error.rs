@@ -75,6 +75,46 @@ impl ErrorCode {
     pub fn code(self) -> i32 {
         self as i32
     }
+
+    /// The code for a wire value, if it is one of ZooKeeper's.
+    pub fn from_code(v: i32) -> Option<ErrorCode> {
+        use ErrorCode::*;
+        const ALL: [ErrorCode; 32] = [
+            Ok,
+            SystemError,
+            RuntimeInconsistency,
+            DataInconsistency,
+            ConnectionLoss,
+            MarshallingError,
+            Unimplemented,
+            OperationTimeout,
+            BadArguments,
+            UnknownSession,
+            NewConfigNoQuorum,
+            ReconfigInProgress,
+            ApiError,
+            NoNode,
+            NoAuth,
+            BadVersion,
+            NoChildrenForEphemerals,
+            NodeExists,
+            NotEmpty,
+            SessionExpired,
+            InvalidCallback,
+            InvalidAcl,
+            AuthFailed,
+            SessionMoved,
+            NotReadOnly,
+            EphemeralOnLocalSession,
+            NoWatcher,
+            RequestTimeout,
+            ReconfigDisabled,
+            SessionClosedRequireSaslAuth,
+            QuotaExceeded,
+            ThrottledOp,
+        ];
+        ALL.into_iter().find(|c| c.code() == v)
+    }
 }
 
 /// Result of a state-machine step that can fail with a wire error code.

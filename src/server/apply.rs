@@ -45,7 +45,9 @@ impl Server {
             }
             TxnOp::CloseSession { ephemerals } => {
                 for p in ephemerals {
-                    if self.tree.delete(p, txn.zxid).is_ok() {
+                    if self.replaying {
+                        self.tree.delete_if_present(p, txn.zxid);
+                    } else if self.tree.delete(p, txn.zxid).is_ok() {
                         self.fire_deleted(p);
                     }
                 }
@@ -63,6 +65,10 @@ impl Server {
     }
 
     fn apply_op(&mut self, o: &TxnOp, zxid: i64, time_ms: i64) -> OpResult {
+        if self.replaying {
+            self.replay_op(o, zxid, time_ms);
+            return OpResult::Check;
+        }
         let r = match o {
             TxnOp::Create {
                 opcode,
@@ -133,6 +139,57 @@ impl Server {
             );
             OpResult::Error(code)
         })
+    }
+
+    /// Applies one op during recovery, leniently (see `recovery`); no watches exist yet.
+    fn replay_op(&mut self, o: &TxnOp, zxid: i64, time_ms: i64) {
+        match o {
+            TxnOp::Create {
+                path,
+                data,
+                acl,
+                owner,
+                parent_creates,
+                ..
+            } => {
+                let acl = Arc::new(acl.clone());
+                let r = self.tree.create_or_replace(
+                    path,
+                    data.clone(),
+                    acl,
+                    *owner,
+                    *parent_creates,
+                    zxid,
+                    time_ms,
+                );
+                if let Err(code) = r {
+                    tracing::warn!(zxid, path, ?code, "replayed create did not apply");
+                }
+            }
+            TxnOp::Delete { path } => self.tree.delete_if_present(path, zxid),
+            TxnOp::SetData {
+                path,
+                data,
+                version,
+            } => {
+                let _ = self
+                    .tree
+                    .set_data(path, data.clone(), *version, zxid, time_ms);
+            }
+            TxnOp::SetAcl {
+                path,
+                acl,
+                aversion,
+            } => {
+                let _ = self.tree.set_acl(path, Arc::new(acl.clone()), *aversion);
+            }
+            TxnOp::Multi(ops) => {
+                for op in ops {
+                    self.replay_op(op, zxid, time_ms);
+                }
+            }
+            _ => {}
+        }
     }
 
     fn fire(

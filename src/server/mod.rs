@@ -5,12 +5,18 @@
 //! order. Because one `Server` handles every input in turn, replies to a session leave
 //! in request order and a watch event is queued before any reply that reflects it.
 //!
-//! Standalone is an ensemble of one: a write's txn commits as soon as prep made it.
-//! Storage (durable txn log) and Zab slot in at [`Server::commit`].
+//! A write is prepped into a [`Txn`] at once (checked against the tree plus every
+//! earlier txn not yet applied), then proposed: with `durable` set it waits as a
+//! [`StorageOp::Append`] until the runtime reports it durable ([`Input::Durable`]); only
+//! then is it applied and answered. Standalone is an ensemble of one, so durable means
+//! committed. A session's reads wait behind its own earlier writes, so every reply
+//! reflects all of the session's previous requests (ZooKeeper's ordering guarantee).
+//! Every `snap_count` txns a fuzzy snapshot is written in steps between inputs.
 
 pub mod apply;
 pub mod prep;
 pub mod reads;
+pub mod recovery;
 pub mod reply;
 pub mod txn;
 
@@ -23,7 +29,7 @@ use bytes::Bytes;
 use jute::{ConnectRequest, ConnectResponse, Id};
 use prep::{Prep, PrepSettings};
 use rand::{rngs::StdRng, RngCore, SeedableRng};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use txn::{Txn, TxnOp};
 
@@ -45,6 +51,23 @@ pub enum Input {
     Disconnected { conn: ConnId },
     /// Time passed: expire sessions, reap containers and TTL nodes.
     Tick,
+    /// Every txn up to this zxid is durable.
+    Durable { zxid: i64 },
+}
+
+/// What the server asks the storage layer to do, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StorageOp {
+    /// Log this txn; report [`Input::Durable`] once it (and all before it) are synced.
+    Append(Txn),
+    /// Store chunk `index` of the snapshot begun at `zxid`.
+    SnapshotChunk {
+        zxid: i64,
+        index: u32,
+        data: Vec<u8>,
+    },
+    /// The snapshot begun at `zxid` is complete with `chunks` chunks.
+    SnapshotDone { zxid: i64, chunks: u32 },
 }
 
 /// What the server asks the runtime to do on one connection.
@@ -71,6 +94,11 @@ pub struct Settings {
     pub container_check_interval_ms: u64,
     /// `reconfigEnabled` from zoo.cfg.
     pub reconfig_enabled: bool,
+    /// Whether txns wait for [`Input::Durable`] before they apply (false: apply at once,
+    /// for tests that drive the state machine without storage).
+    pub durable: bool,
+    /// `snapCount`: txns between snapshots (0 = never).
+    pub snap_count: u64,
 }
 
 /// Per-connection figures for `cons` and `stat`.
@@ -94,7 +122,44 @@ pub struct Conn {
     /// `ip:<addr>` plus identities added by auth packets.
     pub identities: Vec<Id>,
     pub stats: ConnStats,
+    /// This connection's requests not yet answered, in arrival order: its proposed
+    /// writes (by zxid) and the reads queued behind them.
+    inflight: VecDeque<Queued>,
 }
+
+/// An unanswered request of one connection.
+#[derive(Debug)]
+enum Queued {
+    /// A proposed txn; its reply goes out when it applies.
+    Txn(i64),
+    /// A read waiting for the writes before it.
+    Read { xid: i32, opcode: i32, req: Request },
+}
+
+/// Who waits for a proposed txn.
+#[derive(Debug, Clone, Copy)]
+enum Origin {
+    /// Nobody (expiry, container reaping).
+    Server,
+    /// A client request: reply with this xid.
+    Reply { conn: ConnId, xid: i32 },
+    /// A handshake: send the ConnectResponse.
+    Handshake { conn: ConnId, timeout_ms: i32 },
+    /// closeSession: reply, then close the connection.
+    Close { conn: ConnId, xid: i32 },
+}
+
+/// A snapshot being written in steps.
+#[derive(Debug)]
+struct SnapshotProgress {
+    zxid: i64,
+    /// Last path written; `None` before the first node chunk.
+    cursor: Option<String>,
+    next_index: u32,
+}
+
+/// Largest snapshot chunk, bytes; also bounds the work one snapshot step does.
+const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
 
 /// Server-wide figures for the four-letter words.
 #[derive(Debug, Clone, Default)]
@@ -120,6 +185,17 @@ pub struct Server {
     now_ms: i64,
     next_reap_ms: i64,
     outbox: Vec<(ConnId, Outbound)>,
+    storage_ops: Vec<StorageOp>,
+    /// The last zxid handed out (>= `last_zxid`; more while txns wait to be durable).
+    proposed_zxid: i64,
+    /// Proposed txns not yet applied, in zxid order.
+    pending: VecDeque<(Txn, Origin)>,
+    /// Their effects, for prep.
+    outstanding: prep::Outstanding,
+    txns_since_snapshot: u64,
+    snapshot: Option<SnapshotProgress>,
+    /// Set while recovery replays the log: apply is lenient (see `recovery`).
+    replaying: bool,
 }
 
 impl Server {
@@ -144,7 +220,30 @@ impl Server {
             now_ms,
             next_reap_ms: now_ms + reap,
             outbox: Vec::new(),
+            storage_ops: Vec::new(),
+            proposed_zxid: (epoch as i64) << 32,
+            pending: VecDeque::new(),
+            outstanding: HashMap::new(),
+            txns_since_snapshot: 0,
+            snapshot: None,
+            replaying: false,
         }
+    }
+
+    /// Takes the queued storage operations, in order.
+    pub fn drain_storage(&mut self) -> Vec<StorageOp> {
+        std::mem::take(&mut self.storage_ops)
+    }
+
+    /// Whether a snapshot is being written (the runtime then calls
+    /// [`Server::snapshot_step`] whenever it is idle).
+    pub fn snapshot_in_progress(&self) -> bool {
+        self.snapshot.is_some()
+    }
+
+    /// Number of txns proposed but not yet applied.
+    pub fn pending_count(&self) -> usize {
+        self.pending.len()
     }
 
     /// Takes the queued actions, in order.
@@ -188,6 +287,7 @@ impl Server {
                             established_ms: now_ms,
                             ..ConnStats::default()
                         },
+                        inflight: VecDeque::new(),
                     },
                 );
             }
@@ -207,6 +307,13 @@ impl Server {
                 self.watches.remove_conn(conn);
             }
             Input::Tick => self.tick(),
+            Input::Durable { zxid } => {
+                while self.pending.front().is_some_and(|(t, _)| t.zxid <= zxid) {
+                    if let Some((txn, origin)) = self.pending.pop_front() {
+                        self.finish(txn, origin);
+                    }
+                }
+            }
         }
     }
 
@@ -234,15 +341,16 @@ impl Server {
             let id = self.sessions.next_session_id();
             let mut passwd = [0u8; 16];
             self.rng.fill_bytes(&mut passwd);
-            self.commit(Txn {
-                zxid: self.last_zxid + 1,
-                time_ms: self.now_ms,
-                session_id: id,
-                cxid: 0,
-                op: TxnOp::CreateSession { timeout_ms, passwd },
-            });
-            tracing::info!(session = format!("0x{id:x}"), timeout_ms, "session created");
-            self.attach(conn, id, timeout_ms, passwd);
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.session_id = id;
+            }
+            self.session_conn.insert(id, conn);
+            self.propose(
+                id,
+                0,
+                TxnOp::CreateSession { timeout_ms, passwd },
+                Origin::Handshake { conn, timeout_ms },
+            );
             return;
         }
         let valid = self
@@ -277,19 +385,19 @@ impl Server {
                 self.watches.remove_conn(old);
             }
         }
-        let passwd = self
-            .sessions
-            .get(req.session_id)
-            .map(|s| s.passwd)
-            .unwrap_or_default();
-        self.attach(conn, req.session_id, timeout_ms, passwd);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.session_id = req.session_id;
+        }
+        self.session_conn.insert(req.session_id, conn);
+        self.connect_response(conn, req.session_id, timeout_ms);
     }
 
-    fn attach(&mut self, conn: ConnId, session_id: i64, timeout_ms: i32, passwd: [u8; 16]) {
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.session_id = session_id;
-        }
-        self.session_conn.insert(session_id, conn);
+    fn connect_response(&mut self, conn: ConnId, session_id: i64, timeout_ms: i32) {
+        let passwd = self
+            .sessions
+            .get(session_id)
+            .map(|s| s.passwd)
+            .unwrap_or_default();
         let resp = ConnectResponse {
             protocol_version: 0,
             time_out_ms: timeout_ms,
@@ -311,11 +419,16 @@ impl Server {
         c.stats.last_cxid = xid;
         c.stats.last_response_ms = now;
         let session_id = c.session_id;
+        let waiting = !c.inflight.is_empty();
         if session_id == 0 {
             self.close(conn);
             return;
         }
-        if !self.sessions.touch(session_id, None, now) {
+        // A session whose createSession is still on its way to disk is not in the
+        // tracker yet; its requests queue behind the handshake.
+        let creating = self.sessions.get(session_id).is_none()
+            && c.inflight.iter().any(|q| matches!(q, Queued::Txn(_)));
+        if !creating && !self.sessions.touch(session_id, None, now) {
             self.send(
                 conn,
                 reply::header_only(xid, self.last_zxid, ErrorCode::SessionExpired.code()),
@@ -325,9 +438,17 @@ impl Server {
         }
         if req.is_write() {
             self.write(conn, session_id, xid, req);
+        } else if waiting {
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.inflight.push_back(Queued::Read { xid, opcode, req });
+            }
         } else {
             self.read(conn, session_id, xid, opcode, req);
+            self.note_last_zxid(conn);
         }
+    }
+
+    fn note_last_zxid(&mut self, conn: ConnId) {
         let last = self.last_zxid;
         if let Some(c) = self.conns.get_mut(&conn) {
             c.stats.last_zxid = last;
@@ -335,54 +456,179 @@ impl Server {
     }
 
     fn write(&mut self, conn: ConnId, session_id: i64, xid: i32, req: Request) {
-        let zxid = self.last_zxid + 1;
         let identities = self
             .conns
             .get(&conn)
             .map(|c| c.identities.clone())
             .unwrap_or_default();
-        let op = {
-            let mut p = Prep::new(&self.tree, &self.settings.prep, &identities, session_id);
-            let r = match &req {
-                Request::Create(c) => p.create(c),
-                Request::Delete(d) => p.delete(&d.path, d.version),
-                Request::DeleteContainer(d) => p.delete_container(&d.path),
-                Request::SetData(s) => p.set_data(&s.path, &s.data, s.version),
-                Request::SetAcl(s) => p.set_acl(&s.path, &s.acl, s.version),
-                Request::Check(c) => p.check(&c.path, c.version),
-                Request::Multi(ops) => Ok(p.multi(ops)),
-                // Standalone ZooKeeper answers UNIMPLEMENTED when reconfig is enabled
-                // (no ensemble to change) and RECONFIGDISABLED otherwise.
-                Request::Reconfig(_) if self.settings.reconfig_enabled => {
-                    Err(ErrorCode::Unimplemented)
-                }
-                Request::Reconfig(_) => Err(ErrorCode::ReconfigDisabled),
-                Request::CloseSession => Ok(TxnOp::CloseSession {
-                    ephemerals: self.tree.ephemerals(session_id).cloned().collect(),
-                }),
-                _ => Err(ErrorCode::Unimplemented),
-            };
-            r.unwrap_or_else(TxnOp::Error)
+        let mut p = Prep::new(
+            &self.tree,
+            &self.outstanding,
+            &self.settings.prep,
+            &identities,
+            session_id,
+        );
+        let r = match &req {
+            Request::Create(c) => p.create(c),
+            Request::Delete(d) => p.delete(&d.path, d.version),
+            Request::DeleteContainer(d) => p.delete_container(&d.path),
+            Request::SetData(s) => p.set_data(&s.path, &s.data, s.version),
+            Request::SetAcl(s) => p.set_acl(&s.path, &s.acl, s.version),
+            Request::Check(c) => p.check(&c.path, c.version),
+            Request::Multi(ops) => Ok(p.multi(ops)),
+            // Standalone ZooKeeper answers UNIMPLEMENTED when reconfig is enabled (no
+            // ensemble to change) and RECONFIGDISABLED otherwise.
+            Request::Reconfig(_) if self.settings.reconfig_enabled => Err(ErrorCode::Unimplemented),
+            Request::Reconfig(_) => Err(ErrorCode::ReconfigDisabled),
+            Request::CloseSession => Ok(TxnOp::CloseSession {
+                ephemerals: self.session_ephemerals(session_id),
+            }),
+            _ => Err(ErrorCode::Unimplemented),
         };
-        if matches!(op, TxnOp::CloseSession { .. }) {
+        let changes = p.into_changes();
+        let op = r.unwrap_or_else(TxnOp::Error);
+        let origin = if matches!(op, TxnOp::CloseSession { .. }) {
             self.sessions.set_closing(session_id);
+            Origin::Close { conn, xid }
+        } else {
+            Origin::Reply { conn, xid }
+        };
+        let ok = !matches!(op, TxnOp::Error(_) | TxnOp::MultiError(_));
+        let zxid = self.propose(session_id, xid, op, origin);
+        if ok {
+            for (path, view) in changes {
+                self.outstanding.insert(path, (zxid, view));
+            }
         }
-        let closing = matches!(op, TxnOp::CloseSession { .. });
-        let result = self.commit(Txn {
-            zxid,
+    }
+
+    /// The session's ephemerals as they will be once every proposed txn applies.
+    fn session_ephemerals(&self, session_id: i64) -> Vec<String> {
+        let mut paths: std::collections::BTreeSet<String> =
+            self.tree.ephemerals(session_id).cloned().collect();
+        for (path, (_, view)) in &self.outstanding {
+            match view {
+                Some(v) if v.owner() == session_id => {
+                    paths.insert(path.clone());
+                }
+                _ => {
+                    paths.remove(path);
+                }
+            }
+        }
+        paths.into_iter().collect()
+    }
+
+    /// Gives `op` the next zxid and sends it on its way: to storage (applied once
+    /// durable) or, without storage, applied at once. Returns the zxid.
+    fn propose(&mut self, session_id: i64, cxid: i32, op: TxnOp, origin: Origin) -> i64 {
+        self.proposed_zxid += 1;
+        let txn = Txn {
+            zxid: self.proposed_zxid,
             time_ms: self.now_ms,
             session_id,
-            cxid: xid,
+            cxid,
             op,
-        });
-        let packet = apply::encode_result(xid, zxid, &result);
-        self.send(conn, packet);
-        if closing {
-            tracing::info!(
-                session = format!("0x{session_id:x}"),
-                "session closed by client"
-            );
-            self.session_conn.remove(&session_id);
+        };
+        let zxid = txn.zxid;
+        match origin {
+            Origin::Reply { conn, .. }
+            | Origin::Handshake { conn, .. }
+            | Origin::Close { conn, .. } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.inflight.push_back(Queued::Txn(zxid));
+                }
+            }
+            Origin::Server => {}
+        }
+        if self.settings.durable {
+            self.storage_ops.push(StorageOp::Append(txn.clone()));
+            self.pending.push_back((txn, origin));
+        } else {
+            self.finish(txn, origin);
+        }
+        zxid
+    }
+
+    /// Applies a committed txn, answers whoever waits for it, and releases the reads
+    /// queued behind it.
+    fn finish(&mut self, txn: Txn, origin: Origin) {
+        debug_assert_eq!(txn.zxid, self.last_zxid + 1, "zxids apply in order");
+        self.last_zxid = txn.zxid;
+        let result = self.apply(&txn);
+        let zxid = txn.zxid;
+        self.outstanding.retain(|_, (z, _)| *z > zxid);
+        let conn = match origin {
+            Origin::Server => {
+                if let TxnOp::CloseSession { .. } = txn.op {
+                    self.drop_session_conn(txn.session_id);
+                }
+                None
+            }
+            Origin::Reply { conn, xid } => {
+                self.send(conn, apply::encode_result(xid, zxid, &result));
+                Some(conn)
+            }
+            Origin::Handshake { conn, timeout_ms } => {
+                tracing::info!(
+                    session = format!("0x{:x}", txn.session_id),
+                    timeout_ms,
+                    "session created"
+                );
+                self.connect_response(conn, txn.session_id, timeout_ms);
+                Some(conn)
+            }
+            Origin::Close { conn, xid } => {
+                tracing::info!(
+                    session = format!("0x{:x}", txn.session_id),
+                    "session closed by client"
+                );
+                self.send(conn, apply::encode_result(xid, zxid, &result));
+                self.drop_session_conn(txn.session_id);
+                self.close(conn);
+                None
+            }
+        };
+        if let Some(conn) = conn {
+            self.release(conn, zxid);
+        }
+        self.txns_since_snapshot += 1;
+        if self.settings.snap_count > 0
+            && self.settings.durable
+            && self.snapshot.is_none()
+            && self.txns_since_snapshot >= self.settings.snap_count
+        {
+            self.start_snapshot();
+        }
+    }
+
+    /// Pops the answered txn from the connection's queue and answers the reads behind it.
+    fn release(&mut self, conn: ConnId, zxid: i64) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if matches!(c.inflight.front(), Some(Queued::Txn(z)) if *z == zxid) {
+            c.inflight.pop_front();
+        }
+        loop {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            if !matches!(c.inflight.front(), Some(Queued::Read { .. })) {
+                break;
+            }
+            let Some(Queued::Read { xid, opcode, req }) = c.inflight.pop_front() else {
+                break;
+            };
+            let session_id = c.session_id;
+            self.read(conn, session_id, xid, opcode, req);
+        }
+        self.note_last_zxid(conn);
+    }
+
+    /// Forgets which connection a closed session was on, and closes that connection.
+    fn drop_session_conn(&mut self, session_id: i64) {
+        if let Some(conn) = self.session_conn.remove(&session_id) {
             if let Some(c) = self.conns.get_mut(&conn) {
                 c.session_id = 0;
             }
@@ -390,31 +636,11 @@ impl Server {
         }
     }
 
-    /// Commits a txn: in standalone the quorum is this server alone, so the txn is
-    /// applied at once. Returns what applying it produced.
-    pub fn commit(&mut self, txn: Txn) -> apply::OpResult {
-        debug_assert_eq!(txn.zxid, self.last_zxid + 1, "zxids are consecutive");
-        self.last_zxid = txn.zxid;
-        self.apply(&txn)
-    }
-
     fn tick(&mut self) {
         for id in self.sessions.expire(self.now_ms) {
             tracing::info!(session = format!("0x{id:x}"), "session expired");
-            let ephemerals = self.tree.ephemerals(id).cloned().collect();
-            self.commit(Txn {
-                zxid: self.last_zxid + 1,
-                time_ms: self.now_ms,
-                session_id: id,
-                cxid: 0,
-                op: TxnOp::CloseSession { ephemerals },
-            });
-            if let Some(conn) = self.session_conn.remove(&id) {
-                if let Some(c) = self.conns.get_mut(&conn) {
-                    c.session_id = 0;
-                }
-                self.close(conn);
-            }
+            let ephemerals = self.session_ephemerals(id);
+            self.propose(id, 0, TxnOp::CloseSession { ephemerals }, Origin::Server);
         }
         if self.now_ms >= self.next_reap_ms {
             self.next_reap_ms = self.now_ms + self.settings.container_check_interval_ms as i64;
@@ -443,17 +669,83 @@ impl Server {
             }
         }
         for p in candidates {
+            if self.outstanding.contains_key(&p) {
+                // A txn on its way to disk touches it; look again next time.
+                continue;
+            }
             let no_ids: [Id; 0] = [];
-            let op = Prep::new(&self.tree, &self.settings.prep, &no_ids, 0)
-                .delete_container(&p)
-                .unwrap_or_else(TxnOp::Error);
-            self.commit(Txn {
-                zxid: self.last_zxid + 1,
-                time_ms: self.now_ms,
-                session_id: 0,
-                cxid: 0,
-                op,
-            });
+            let mut prep = Prep::new(
+                &self.tree,
+                &self.outstanding,
+                &self.settings.prep,
+                &no_ids,
+                0,
+            );
+            let r = prep.delete_container(&p);
+            let changes = prep.into_changes();
+            let op = r.unwrap_or_else(TxnOp::Error);
+            let ok = !matches!(op, TxnOp::Error(_));
+            let zxid = self.propose(0, 0, op, Origin::Server);
+            if ok {
+                for (path, view) in changes {
+                    self.outstanding.insert(path, (zxid, view));
+                }
+            }
+        }
+    }
+
+    fn start_snapshot(&mut self) {
+        self.txns_since_snapshot = 0;
+        let zxid = self.last_zxid;
+        tracing::info!(zxid = format!("0x{zxid:x}"), "snapshot started");
+        self.storage_ops.push(StorageOp::SnapshotChunk {
+            zxid,
+            index: 0,
+            data: recovery::encode_snapshot_header(zxid, &self.sessions),
+        });
+        self.snapshot = Some(SnapshotProgress {
+            zxid,
+            cursor: None,
+            next_index: 1,
+        });
+    }
+
+    /// Writes the next chunk of the snapshot in progress, if any. Each step serialises
+    /// at most about one chunk, so writes are never stalled for long; the snapshot is
+    /// fuzzy and recovery replays the txns after its zxid.
+    pub fn snapshot_step(&mut self) {
+        let Some(progress) = self.snapshot.as_mut() else {
+            return;
+        };
+        let mut buf = bytes::BytesMut::with_capacity(SNAPSHOT_CHUNK_BYTES + 4096);
+        let next = crate::tree::snapshot::encode_nodes(
+            &self.tree,
+            progress.cursor.as_deref(),
+            SNAPSHOT_CHUNK_BYTES,
+            &mut buf,
+        );
+        let zxid = progress.zxid;
+        let index = progress.next_index;
+        progress.next_index += 1;
+        self.storage_ops.push(StorageOp::SnapshotChunk {
+            zxid,
+            index,
+            data: buf.to_vec(),
+        });
+        match next {
+            Some(cursor) => progress.cursor = Some(cursor),
+            None => {
+                self.storage_ops.push(StorageOp::SnapshotDone {
+                    zxid,
+                    chunks: index + 1,
+                });
+                tracing::info!(
+                    zxid = format!("0x{zxid:x}"),
+                    chunks = index + 1,
+                    "snapshot written"
+                );
+                self.snapshot = None;
+            }
         }
     }
 

@@ -24,7 +24,7 @@ pub struct PrepSettings {
 
 /// A znode as prep sees it (ZooKeeper's ChangeRecord).
 #[derive(Debug, Clone)]
-struct NodeView {
+pub struct NodeView {
     version: i32,
     aversion: i32,
     child_creates: i32,
@@ -34,10 +34,26 @@ struct NodeView {
     data_len: i64,
 }
 
-/// One prep pass: the tree plus an overlay of changes made by earlier ops of the same
-/// multi (`None` = deleted by an earlier op).
+impl NodeView {
+    /// The raw ephemeralOwner.
+    pub fn owner(&self) -> i64 {
+        self.owner
+    }
+}
+
+/// Changes made by txns that are proposed but not yet applied (ZooKeeper's
+/// outstandingChanges): path -> (zxid of the latest txn touching it, the znode after
+/// it, `None` = deleted). Prep reads through them, so a request is checked against
+/// every earlier write, durable or not.
+pub type Outstanding = HashMap<String, (i64, Option<NodeView>)>;
+
+/// One prep pass: the tree, then the outstanding changes, then an overlay of changes
+/// made by earlier ops of the same request (`None` = deleted). The overlay is merged
+/// into the outstanding changes only if the request succeeds, so a failed multi leaves
+/// nothing behind.
 pub struct Prep<'a> {
     tree: &'a DataTree,
+    outstanding: &'a Outstanding,
     settings: &'a PrepSettings,
     identities: &'a [Id],
     session_id: i64,
@@ -62,12 +78,14 @@ impl<'a> Prep<'a> {
     /// A prep pass for a request from `session_id` with the connection's `identities`.
     pub fn new(
         tree: &'a DataTree,
+        outstanding: &'a Outstanding,
         settings: &'a PrepSettings,
         identities: &'a [Id],
         session_id: i64,
     ) -> Prep<'a> {
         Prep {
             tree,
+            outstanding,
             settings,
             identities,
             session_id,
@@ -75,8 +93,16 @@ impl<'a> Prep<'a> {
         }
     }
 
+    /// The changes this pass made, to be recorded as outstanding under its txn's zxid.
+    pub fn into_changes(self) -> HashMap<String, Option<NodeView>> {
+        self.overlay
+    }
+
     fn view(&self, p: &str) -> Option<NodeView> {
         if let Some(v) = self.overlay.get(p) {
+            return v.clone();
+        }
+        if let Some((_, v)) = self.outstanding.get(p) {
             return v.clone();
         }
         self.tree.get(p).map(|n| NodeView {
@@ -325,6 +351,7 @@ impl<'a> Prep<'a> {
             match r {
                 Ok(t) => out.push(t),
                 Err(code) => {
+                    self.overlay.clear();
                     let mut codes = vec![ErrorCode::Ok; i];
                     codes.push(code);
                     codes.resize(ops.len(), ErrorCode::RuntimeInconsistency);

@@ -1,5 +1,124 @@
-//! On-disk state in dataDir. For now only the epoch: the tree itself is not yet
-//! persisted (see the durability issue), but zxids must still never go backwards
-//! across restarts, or clients that saw a newer zxid would be refused.
+//! Durable state in dataDir: the txn log, snapshots, and metadata (format version,
+//! epochs), behind the [`Storage`] trait so the server does not care which backend
+//! holds them. Backends: RocksDB (`rocks`, production) and memory (`mem`, tests and
+//! simulation). One conformance suite (`conformance`) runs against both.
+//!
+//! Storage is used from one thread (the runtime's storage thread); calls block.
+//! Rules every backend keeps (shared/DESIGN.md, "One write, end to end"):
+//! - `append(.., sync = true)` returns only once the entries survive a crash (fsync), and
+//!   one call makes one sync however many entries it carries (group commit).
+//! - Entries are read back in zxid order; a torn final record is dropped at open, as
+//!   ZooKeeper drops a torn txn log tail; corruption anywhere else, or an unknown
+//!   on-disk format version, is an error naming the file and position, and nothing is
+//!   rewritten.
+//! - A snapshot counts only once `finish_snapshot` returned; a crash mid-snapshot leaves
+//!   the previous one in force.
 
-pub mod epoch;
+pub mod conformance;
+pub mod mem;
+pub mod rocks;
+
+use std::path::PathBuf;
+
+/// The on-disk format version keel writes and reads. A different stored version is
+/// refused at open with [`StorageError::Version`].
+pub const FORMAT_VERSION: u32 = 1;
+
+/// One txn as stored. The bytes are the server's encoding; storage treats them as opaque
+/// but protects them with a checksum.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogEntry {
+    pub zxid: i64,
+    pub data: Vec<u8>,
+}
+
+/// Why storage failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// Stored data is damaged: `path` names the file or database, `position` the record
+    /// (e.g. "log record zxid 0x100000005" or "byte offset 4096").
+    #[error("{}: corrupt data at {position}: {what}", path.display())]
+    Corrupt {
+        path: PathBuf,
+        position: String,
+        what: String,
+    },
+    /// The data was written in an on-disk format this build does not read.
+    #[error("{}: on-disk format version {found}, this keel reads version {expected}", path.display())]
+    Version {
+        path: PathBuf,
+        found: u32,
+        expected: u32,
+    },
+    /// An append broke the rule that zxids only increase.
+    #[error("zxid 0x{zxid:x} is not above the last stored zxid 0x{last:x}")]
+    OutOfOrder { zxid: i64, last: i64 },
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// The backend (RocksDB) reported an error.
+    #[error("storage backend: {0}")]
+    Backend(String),
+}
+
+/// A complete snapshot as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The last zxid applied when the snapshot began. Snapshots are fuzzy (the state
+    /// moves on while it is written), so recovery replays every txn above this zxid.
+    pub zxid: i64,
+    /// The snapshot's bytes in chunk order.
+    pub chunks: Vec<Vec<u8>>,
+}
+
+/// The durable store of one server.
+pub trait Storage: Send {
+    /// Appends `entries` (zxids strictly increasing and above every stored entry); with
+    /// `sync`, returns only after they are durable, using one sync for the whole call.
+    ///
+    /// Errors: [`StorageError::OutOfOrder`], I/O or backend errors (the caller must then
+    /// stop: an unacknowledged write may or may not be stored).
+    fn append(&mut self, entries: &[LogEntry], sync: bool) -> Result<(), StorageError>;
+
+    /// The highest stored zxid, if any entry is stored.
+    fn last_zxid(&self) -> Result<Option<i64>, StorageError>;
+
+    /// Calls `f` with every stored entry whose zxid is above `after`, in zxid order.
+    ///
+    /// Errors: [`StorageError::Corrupt`] naming the first damaged record; `f`'s error.
+    fn read_log(
+        &self,
+        after: i64,
+        f: &mut dyn FnMut(LogEntry) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError>;
+
+    /// Stores chunk `index` (0, 1, 2, ...) of the snapshot that began at `zxid`. Not
+    /// durable and not visible until [`Storage::finish_snapshot`].
+    fn put_snapshot_chunk(
+        &mut self,
+        zxid: i64,
+        index: u32,
+        data: &[u8],
+    ) -> Result<(), StorageError>;
+
+    /// Marks the snapshot at `zxid` with `chunks` chunks complete and makes it durable.
+    fn finish_snapshot(&mut self, zxid: i64, chunks: u32) -> Result<(), StorageError>;
+
+    /// The newest complete snapshot, if any.
+    ///
+    /// Errors: [`StorageError::Corrupt`] if a chunk fails its checksum or is missing.
+    fn latest_snapshot(&self) -> Result<Option<Snapshot>, StorageError>;
+
+    /// zxids of the complete snapshots, oldest first.
+    fn snapshots(&self) -> Result<Vec<i64>, StorageError>;
+
+    /// Keeps the `retain` newest complete snapshots (at least 1), deletes older ones and
+    /// every log entry not needed to recover from the oldest kept snapshot (zxid <= that
+    /// snapshot's zxid). Incomplete snapshots older than the newest complete one go too.
+    fn purge(&mut self, retain: usize) -> Result<(), StorageError>;
+
+    /// A metadata value (e.g. "current_epoch").
+    fn get_meta(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError>;
+
+    /// Sets a metadata value durably.
+    fn put_meta(&mut self, key: &str, value: &[u8]) -> Result<(), StorageError>;
+}

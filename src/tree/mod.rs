@@ -7,20 +7,23 @@
 pub mod acl;
 pub mod path;
 pub mod quota;
+pub mod snapshot;
 pub mod znode;
 
 use crate::proto::ErrorCode;
 use bytes::Bytes;
 use jute::{Acl, Id, Stat};
 use quota::StatsTrack;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 pub use znode::{Owner, Znode};
 
 /// The tree of znodes.
 #[derive(Debug)]
 pub struct DataTree {
-    nodes: HashMap<String, Znode>,
+    /// Kept in path order so a snapshot can walk it in resumable steps, and a parent
+    /// always comes before its descendants.
+    nodes: BTreeMap<String, Znode>,
     /// Paths of ephemeral znodes, by owning session id.
     ephemerals: HashMap<i64, BTreeSet<String>>,
     /// Paths of container znodes.
@@ -45,7 +48,7 @@ impl DataTree {
     pub fn new() -> DataTree {
         let open = Arc::new(acl::open_acl());
         let mut t = DataTree {
-            nodes: HashMap::new(),
+            nodes: BTreeMap::new(),
             ephemerals: HashMap::new(),
             containers: BTreeSet::new(),
             ttls: BTreeSet::new(),
@@ -154,21 +157,7 @@ impl DataTree {
         let stat = node.stat();
         self.nodes.insert(path.to_string(), node);
         self.approximate_data_size += path.len() as i64 + data_len;
-        match Owner::from_raw(owner) {
-            Owner::Session(s) => {
-                self.ephemerals
-                    .entry(s)
-                    .or_default()
-                    .insert(path.to_string());
-            }
-            Owner::Container => {
-                self.containers.insert(path.to_string());
-            }
-            Owner::Ttl(_) => {
-                self.ttls.insert(path.to_string());
-            }
-            Owner::None => {}
-        }
+        self.index(path, Owner::from_raw(owner));
         self.on_quota_node_created(parent_path, name);
         self.update_quota_usage(path, 1, data_len);
         Ok(stat)
@@ -182,7 +171,9 @@ impl DataTree {
         if !node.children.is_empty() {
             return Err(ErrorCode::NotEmpty);
         }
-        let node = self.nodes.remove(path).ok_or(ErrorCode::NoNode)?;
+        let data_len = node.data_len() as i64;
+        self.unindex(path);
+        self.nodes.remove(path);
         let (parent_path, name) = path::split(path);
         if let Some(parent) = self.nodes.get_mut(parent_path) {
             parent.children.remove(name);
@@ -192,29 +183,11 @@ impl DataTree {
                 parent.pzxid = zxid;
             }
         }
-        self.approximate_data_size -= (path.len() + node.data_len()) as i64;
-        match node.owner() {
-            Owner::Session(s) => {
-                if let Some(set) = self.ephemerals.get_mut(&s) {
-                    set.remove(path);
-                    if set.is_empty() {
-                        self.ephemerals.remove(&s);
-                    }
-                }
-            }
-            Owner::Container => {
-                self.containers.remove(path);
-            }
-            Owner::Ttl(_) => {
-                self.ttls.remove(path);
-            }
-            Owner::None => {}
-        }
         if name == quota::LIMIT_NODE && parent_path.starts_with(quota::QUOTA_ROOT) {
             self.quota_paths
                 .remove(&parent_path[quota::QUOTA_ROOT.len()..]);
         }
-        self.update_quota_usage(path, -1, -(node.data_len() as i64));
+        self.update_quota_usage(path, -1, -data_len);
         Ok(())
     }
 
@@ -254,6 +227,162 @@ impl DataTree {
         node.acl = acl;
         node.aversion = aversion;
         Ok(node.stat())
+    }
+
+    /// Replay form of create, for txns replayed over a fuzzy snapshot: an existing znode
+    /// is overwritten (its children kept) instead of refused, so replaying a txn the
+    /// snapshot already reflects converges to the same state.
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_or_replace(
+        &mut self,
+        path: &str,
+        data: Option<Bytes>,
+        acl: Arc<Vec<Acl>>,
+        owner: i64,
+        parent_creates: i32,
+        zxid: i64,
+        time_ms: i64,
+    ) -> Result<Stat, ErrorCode> {
+        if let Some(old) = self.nodes.get(path) {
+            let children = old.children.clone();
+            self.unindex(path);
+            self.nodes.remove(path);
+            let stat = self.create(path, data, acl, owner, parent_creates, zxid, time_ms)?;
+            if let Some(n) = self.nodes.get_mut(path) {
+                n.children = children;
+            }
+            return Ok(stat);
+        }
+        self.create(path, data, acl, owner, parent_creates, zxid, time_ms)
+    }
+
+    /// Replay form of delete: a missing znode is not an error (its parent's pzxid still
+    /// moves), and children left by a fuzzy snapshot go with it.
+    pub fn delete_if_present(&mut self, path: &str, zxid: i64) {
+        let children: Vec<String> = match self.nodes.get(path) {
+            Some(n) => n.children.iter().map(|c| path::join(path, c)).collect(),
+            None => {
+                let parent = path::split(path).0;
+                if let Some(p) = self.nodes.get_mut(parent) {
+                    p.pzxid = p.pzxid.max(zxid);
+                }
+                return;
+            }
+        };
+        for c in children {
+            self.delete_if_present(&c, zxid);
+        }
+        let _ = self.delete(path, zxid);
+    }
+
+    /// Adds `path` to the ephemeral, container or TTL index its owner calls for.
+    fn index(&mut self, path: &str, owner: Owner) {
+        match owner {
+            Owner::Session(s) => {
+                self.ephemerals
+                    .entry(s)
+                    .or_default()
+                    .insert(path.to_string());
+            }
+            Owner::Container => {
+                self.containers.insert(path.to_string());
+            }
+            Owner::Ttl(_) => {
+                self.ttls.insert(path.to_string());
+            }
+            Owner::None => {}
+        }
+    }
+
+    /// Removes `path` from the ephemeral, container and TTL indexes.
+    fn unindex(&mut self, path: &str) {
+        let Some(node) = self.nodes.get(path) else {
+            return;
+        };
+        match node.owner() {
+            Owner::Session(s) => {
+                if let Some(set) = self.ephemerals.get_mut(&s) {
+                    set.remove(path);
+                    if set.is_empty() {
+                        self.ephemerals.remove(&s);
+                    }
+                }
+            }
+            Owner::Container => {
+                self.containers.remove(path);
+            }
+            Owner::Ttl(_) => {
+                self.ttls.remove(path);
+            }
+            Owner::None => {}
+        }
+        self.approximate_data_size -= (path.len() + node.data_len()) as i64;
+    }
+
+    /// Every znode in path order, starting after `cursor` (from the start if `None`).
+    pub fn nodes_after<'a>(
+        &'a self,
+        cursor: Option<&str>,
+    ) -> impl Iterator<Item = (&'a String, &'a Znode)> + 'a {
+        use std::ops::Bound;
+        let lower = match cursor {
+            Some(c) => Bound::Excluded(c.to_string()),
+            None => Bound::Unbounded,
+        };
+        self.nodes.range((lower, Bound::Unbounded))
+    }
+
+    /// An empty tree (no system nodes), to be filled by [`DataTree::insert_loaded`]
+    /// and finished by [`DataTree::relink`].
+    pub fn empty() -> DataTree {
+        DataTree {
+            nodes: BTreeMap::new(),
+            ephemerals: HashMap::new(),
+            containers: BTreeSet::new(),
+            ttls: BTreeSet::new(),
+            quota_paths: BTreeSet::new(),
+            approximate_data_size: 0,
+        }
+    }
+
+    /// Adds a znode read from a snapshot, without linking it to its parent yet.
+    pub fn insert_loaded(&mut self, path: String, mut node: Znode) {
+        node.children.clear();
+        self.nodes.insert(path, node);
+    }
+
+    /// Rebuilds children sets and every index from the znodes themselves, after a
+    /// snapshot load. A znode whose parent is missing (a fuzzy snapshot can hold one) is
+    /// kept; replaying the log recreates the parent and links it.
+    pub fn relink(&mut self) {
+        let paths: Vec<String> = self.nodes.keys().cloned().collect();
+        self.ephemerals.clear();
+        self.containers.clear();
+        self.ttls.clear();
+        self.quota_paths.clear();
+        self.approximate_data_size = 0;
+        for p in &paths {
+            let (size, owner) = {
+                let n = &self.nodes[p];
+                ((p.len() + n.data_len()) as i64, n.owner())
+            };
+            self.approximate_data_size += size;
+            self.index(p, owner);
+            if p == "/" {
+                continue;
+            }
+            let (parent, name) = path::split(p);
+            if let Some(pn) = self.nodes.get_mut(parent) {
+                pn.children.insert(name.into());
+            }
+            if name == quota::LIMIT_NODE
+                && parent.starts_with(quota::QUOTA_ROOT)
+                && parent != quota::QUOTA_ROOT
+            {
+                self.quota_paths
+                    .insert(parent[quota::QUOTA_ROOT.len()..].to_string());
+            }
+        }
     }
 
     /// The deepest quota'd path at or above `path`, if any (ZooKeeper's

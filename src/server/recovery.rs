@@ -1,0 +1,153 @@
+//! Recovery: rebuild the state machine from storage (latest snapshot + the txns after
+//! it), and the snapshot header encoding.
+//!
+//! Snapshots are fuzzy (written in steps while txns keep applying), so replay is
+//! lenient: a create over an existing znode replaces it, a delete of a missing znode is
+//! a no-op. Every txn carries absolute values (versions, the parent's create count), so
+//! replaying txns the snapshot already reflects converges on the same state, as with
+//! ZooKeeper's fuzzy snapshots.
+
+use super::txn::Txn;
+use super::{Server, Settings};
+use crate::session::SessionTracker;
+use crate::storage::{Storage, StorageError};
+use crate::tree::{snapshot as tree_snapshot, DataTree};
+use bytes::BufMut;
+use jute::Decoder;
+use std::collections::HashMap;
+use std::path::Path;
+
+const MAGIC: &[u8; 8] = b"KEELSNAP";
+const SNAPSHOT_VERSION: u32 = 1;
+
+/// Chunk 0 of a snapshot: magic, version, zxid, then every session (id, timeout ms,
+/// password).
+pub fn encode_snapshot_header(zxid: i64, sessions: &SessionTracker) -> Vec<u8> {
+    let mut b = Vec::with_capacity(24 + sessions.len() * 28);
+    b.put_slice(MAGIC);
+    b.put_u32(SNAPSHOT_VERSION);
+    b.put_i64(zxid);
+    b.put_u32(sessions.len() as u32);
+    for s in sessions.iter() {
+        b.put_i64(s.id);
+        b.put_i32(s.timeout_ms);
+        b.put_slice(&s.passwd);
+    }
+    b
+}
+
+fn corrupt(db: &Path, position: String, what: impl ToString) -> StorageError {
+    StorageError::Corrupt {
+        path: db.to_path_buf(),
+        position,
+        what: what.to_string(),
+    }
+}
+
+/// Figures from a recovery, for the log.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RecoveryStats {
+    pub snapshot_zxid: Option<i64>,
+    pub znodes: usize,
+    pub sessions: usize,
+    pub txns_replayed: u64,
+}
+
+impl Server {
+    /// Rebuilds a server from `storage` (`db` names it in errors): the newest complete
+    /// snapshot, then every logged txn after it. Restored sessions get a full timeout
+    /// from `now_ms`, as ZooKeeper's do after a restart; one whose client does not come
+    /// back expires then, removing its ephemerals.
+    ///
+    /// Errors: [`StorageError::Corrupt`] naming the snapshot chunk or log record that
+    /// does not decode, or a gap in the log's zxids.
+    pub fn recover(
+        settings: Settings,
+        storage: &dyn Storage,
+        db: &Path,
+        now_ms: i64,
+        seed: u64,
+    ) -> Result<(Server, RecoveryStats), StorageError> {
+        let mut server = Server::new(settings, 0, now_ms, seed);
+        let mut stats = RecoveryStats::default();
+        if let Some(snap) = storage.latest_snapshot()? {
+            let pos = |i: usize| format!("snapshot 0x{:x} chunk {i}", snap.zxid);
+            let header = snap
+                .chunks
+                .first()
+                .ok_or_else(|| corrupt(db, pos(0), "no header chunk"))?;
+            let mut d = Decoder::new(header);
+            let bad = |e: jute::JuteError| corrupt(db, pos(0), e);
+            let mut magic = [0u8; 8];
+            for m in magic.iter_mut() {
+                *m = d.bool_byte().map_err(bad)?;
+            }
+            let version = d.int().map_err(bad)? as u32;
+            if &magic != MAGIC || version != SNAPSHOT_VERSION {
+                return Err(corrupt(
+                    db,
+                    pos(0),
+                    "not a keel snapshot of a known version",
+                ));
+            }
+            let zxid = d.long().map_err(bad)?;
+            if zxid != snap.zxid {
+                return Err(corrupt(db, pos(0), "header zxid disagrees with the key"));
+            }
+            let count = d.int().map_err(bad)?;
+            for _ in 0..count {
+                let id = d.long().map_err(bad)?;
+                let timeout_ms = d.int().map_err(bad)?;
+                let mut passwd = [0u8; 16];
+                for p in passwd.iter_mut() {
+                    *p = d.bool_byte().map_err(bad)?;
+                }
+                server.sessions.add(id, timeout_ms, passwd, now_ms);
+            }
+            let mut tree = DataTree::empty();
+            let mut acls = HashMap::new();
+            for (i, chunk) in snap.chunks.iter().enumerate().skip(1) {
+                tree_snapshot::decode_nodes(&mut tree, chunk, &mut acls)
+                    .map_err(|e| corrupt(db, pos(i), e))?;
+            }
+            tree.relink();
+            server.tree = tree;
+            server.last_zxid = snap.zxid;
+            stats.snapshot_zxid = Some(snap.zxid);
+        }
+        server.replaying = true;
+        storage.read_log(server.last_zxid, &mut |entry| {
+            let txn = Txn::decode(&entry.data)
+                .map_err(|e| corrupt(db, format!("log record zxid 0x{:x}", entry.zxid), e))?;
+            if txn.zxid != entry.zxid {
+                return Err(corrupt(
+                    db,
+                    format!("log record zxid 0x{:x}", entry.zxid),
+                    "record holds another zxid",
+                ));
+            }
+            let last = server.last_zxid;
+            let same_epoch = (txn.zxid >> 32) == (last >> 32);
+            if same_epoch && txn.zxid != last + 1 {
+                return Err(corrupt(
+                    db,
+                    format!("log record zxid 0x{:x}", entry.zxid),
+                    format!("txns missing after 0x{last:x}"),
+                ));
+            }
+            server.last_zxid = txn.zxid;
+            server.apply(&txn);
+            stats.txns_replayed += 1;
+            Ok(())
+        })?;
+        server.replaying = false;
+        server.proposed_zxid = server.last_zxid;
+        let ids: Vec<i64> = server.sessions.iter().map(|s| s.id).collect();
+        for id in ids {
+            server.sessions.touch(id, None, now_ms);
+        }
+        stats.znodes = server.tree.node_count();
+        stats.sessions = server.sessions.len();
+        Ok((server, stats))
+    }
+}

@@ -1,0 +1,606 @@
+//! [`RocksStorage`]: the production [`Storage`], one RocksDB database per server.
+//!
+//! Layout (all integers big-endian):
+//! - The database lives in `dataDir/keel-db`; its write-ahead log in
+//!   `dataLogDir/keel-wal` when ZooKeeper's `dataLogDir` is set apart from `dataDir` (so
+//!   the txn log's fsyncs go to their own disk, as ZooKeeper advises), otherwise in the
+//!   database directory.
+//! - Column family `log`: key = zxid (8 bytes), value = a record (below) of the txn.
+//! - Column family `snapshot`: key = snapshot zxid (8 bytes) + chunk index (4 bytes),
+//!   value = a record of the chunk.
+//! - Column family `meta`: `format_version` = [`FORMAT_VERSION`] (4 bytes);
+//!   `snapshot/<zxid as 16 hex digits>` = chunk count (4 bytes), written by
+//!   `finish_snapshot` and marking that snapshot complete; every other key is the
+//!   server's ([`Storage::put_meta`]).
+//! - A record is 1 version byte ([`RECORD_VERSION`]), the CRC-32 (IEEE) of the data
+//!   (4 bytes), then the data. RocksDB checksums its own blocks too; the record's CRC
+//!   covers the bytes end to end, from the server's buffer back to it.
+//!
+//! Crash safety: every write is one RocksDB write batch, atomic in the WAL. The WAL is
+//! recovered with `TolerateCorruptedTailRecords`: a torn final record (a crash in
+//! mid-write) is dropped, as ZooKeeper drops a torn txn log tail, while damage before
+//! the tail fails the open. Closed WALs are also tracked in the MANIFEST (RocksDB's
+//! `track_and_verify_wals_in_manifest`), so one that went missing fails the open; the
+//! live WAL is not tracked, so changing `dataLogDir` between runs without moving
+//! `keel-wal` loses what was not yet flushed to the database's tables.
+
+use std::path::{Path, PathBuf};
+
+use rocksdb::{
+    ColumnFamily, DBCompressionType, DBRecoveryMode, Direction, ErrorKind, IteratorMode, Options,
+    WriteBatch, WriteOptions, DB,
+};
+
+use super::{LogEntry, Snapshot, Storage, StorageError, FORMAT_VERSION};
+
+/// The database's directory under `dataDir`.
+pub const DB_DIR: &str = "keel-db";
+/// The WAL's directory under `dataLogDir`, when that differs from `dataDir`.
+pub const WAL_DIR: &str = "keel-wal";
+/// Column family of the txn log.
+pub const LOG_CF: &str = "log";
+/// Column family of snapshot chunks.
+pub const SNAPSHOT_CF: &str = "snapshot";
+/// Column family of metadata.
+pub const META_CF: &str = "meta";
+/// The meta key holding [`FORMAT_VERSION`]; reserved, refused by `put_meta`.
+pub const FORMAT_VERSION_KEY: &str = "format_version";
+/// The prefix of the meta keys that mark snapshots complete; reserved, refused by
+/// `put_meta`.
+pub const SNAPSHOT_MARKER_PREFIX: &str = "snapshot/";
+/// The first byte of every log and snapshot record.
+pub const RECORD_VERSION: u8 = 1;
+
+/// How many of RocksDB's own info logs (`LOG`, `LOG.old.*`) to keep; its default of a
+/// thousand would slowly fill dataDir.
+const KEEP_INFO_LOGS: usize = 5;
+
+const COLUMN_FAMILIES: [&str; 3] = [LOG_CF, SNAPSHOT_CF, META_CF];
+
+/// A [`Storage`] on RocksDB. Open it with [`RocksStorage::open`]; dropping it closes the
+/// database (which holds a lock file, so only one may be open per directory).
+pub struct RocksStorage {
+    db: DB,
+    /// The database directory, named in errors.
+    path: PathBuf,
+    /// ZooKeeper's `forceSync`: when false, appends skip the fsync (meta and snapshot
+    /// markers are still synced).
+    force_sync: bool,
+    /// The highest zxid in the log, kept so an append checks its order without a read.
+    last: Option<i64>,
+    /// Opened with [`RocksStorage::open_read_only`]: every write fails.
+    read_only: bool,
+}
+
+impl std::fmt::Debug for RocksStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RocksStorage")
+            .field("path", &self.path)
+            .field("force_sync", &self.force_sync)
+            .field("last", &self.last)
+            .finish()
+    }
+}
+
+impl RocksStorage {
+    /// Opens the database in `data_dir/keel-db`, creating it (and the directories) if
+    /// absent, with its WAL in `log_dir/keel-wal` unless `log_dir` is `data_dir`.
+    /// `force_sync` is ZooKeeper's `forceSync` (default yes): when false, synced
+    /// appends are written but not fsynced.
+    ///
+    /// Errors: [`StorageError::Version`] if the stored format version is not
+    /// [`FORMAT_VERSION`]; [`StorageError::Corrupt`] naming the path if the database
+    /// holds data but no format version, lacks a column family, its log has a bad key,
+    /// RocksDB finds damage before the WAL's tail, or the directory holds files but no
+    /// database (nothing is created over them); I/O and backend errors.
+    pub fn open(
+        data_dir: &Path,
+        log_dir: &Path,
+        force_sync: bool,
+    ) -> Result<RocksStorage, StorageError> {
+        std::fs::create_dir_all(data_dir)?;
+        std::fs::create_dir_all(log_dir)?;
+        let path = data_dir.join(DB_DIR);
+        let wal_dir = (std::fs::canonicalize(data_dir)? != std::fs::canonicalize(log_dir)?)
+            .then(|| log_dir.join(WAL_DIR));
+        let is_new = !path.join("CURRENT").try_exists()?;
+        if is_new {
+            // RocksDB deletes files it takes for its own obsolete ones, and would replay
+            // stray WALs into a new database: refuse rather than risk either.
+            refuse_if_not_empty(&path)?;
+            if let Some(wal_dir) = &wal_dir {
+                refuse_if_not_empty(wal_dir)?;
+            }
+        }
+
+        let mut opts = Options::default();
+        opts.create_if_missing(is_new);
+        opts.create_missing_column_families(is_new);
+        opts.set_wal_recovery_mode(DBRecoveryMode::TolerateCorruptedTailRecords);
+        opts.set_track_and_verify_wals_in_manifest(true);
+        opts.set_paranoid_checks(true);
+        opts.set_compression_type(DBCompressionType::None);
+        opts.set_keep_log_file_num(KEEP_INFO_LOGS);
+        if let Some(wal_dir) = &wal_dir {
+            opts.set_wal_dir(wal_dir);
+        }
+        if !is_new {
+            let found = DB::list_cf(&opts, &path).map_err(|e| rocks_error(&path, e))?;
+            if let Some(missing) = COLUMN_FAMILIES
+                .iter()
+                .find(|cf| !found.iter().any(|f| f == *cf))
+            {
+                return Err(StorageError::Corrupt {
+                    path,
+                    position: format!("column family {missing:?}"),
+                    what: format!("missing (found {found:?}): not a keel database?"),
+                });
+            }
+        }
+        let db = DB::open_cf(&opts, &path, COLUMN_FAMILIES).map_err(|e| rocks_error(&path, e))?;
+        let mut storage = RocksStorage {
+            db,
+            path,
+            force_sync,
+            last: None,
+            read_only: false,
+        };
+        storage.check_format_version()?;
+        storage.last = storage.read_last_zxid()?;
+        Ok(storage)
+    }
+
+    /// Opens an existing database without changing a byte of it (RocksDB's read-only
+    /// mode replays the WAL in memory only), so recovery can read and verify everything
+    /// before anything is written: a store refused at start-up is left exactly as it
+    /// was. Returns `None` when there is no database yet.
+    ///
+    /// Errors: as [`RocksStorage::open`], except that nothing is ever created.
+    pub fn open_read_only(
+        data_dir: &Path,
+        log_dir: &Path,
+    ) -> Result<Option<RocksStorage>, StorageError> {
+        let path = data_dir.join(DB_DIR);
+        if !path.join("CURRENT").try_exists()? {
+            return Ok(None);
+        }
+        let wal_dir = match (
+            std::fs::canonicalize(data_dir),
+            std::fs::canonicalize(log_dir),
+        ) {
+            (Ok(d), Ok(l)) if d != l => Some(log_dir.join(WAL_DIR)),
+            _ => None,
+        };
+        let mut opts = Options::default();
+        opts.set_wal_recovery_mode(DBRecoveryMode::TolerateCorruptedTailRecords);
+        opts.set_paranoid_checks(true);
+        opts.set_compression_type(DBCompressionType::None);
+        if let Some(wal_dir) = &wal_dir {
+            opts.set_wal_dir(wal_dir);
+        }
+        let found = DB::list_cf(&opts, &path).map_err(|e| rocks_error(&path, e))?;
+        if let Some(missing) = COLUMN_FAMILIES
+            .iter()
+            .find(|cf| !found.iter().any(|f| f == *cf))
+        {
+            return Err(StorageError::Corrupt {
+                path,
+                position: format!("column family {missing:?}"),
+                what: format!("missing (found {found:?}): not a keel database?"),
+            });
+        }
+        let db = DB::open_cf_for_read_only(&opts, &path, COLUMN_FAMILIES, false)
+            .map_err(|e| rocks_error(&path, e))?;
+        let mut storage = RocksStorage {
+            db,
+            path,
+            force_sync: false,
+            last: None,
+            read_only: true,
+        };
+        storage.check_format_version()?;
+        storage.last = storage.read_last_zxid()?;
+        Ok(Some(storage))
+    }
+
+    /// Reads the format version, writing [`FORMAT_VERSION`] into a database that holds
+    /// nothing at all (just created, or created by a run that stopped before writing
+    /// it). A database that holds data without a version is refused.
+    fn check_format_version(&self) -> Result<(), StorageError> {
+        let meta = self.cf(META_CF)?;
+        match self
+            .db
+            .get_cf(meta, FORMAT_VERSION_KEY)
+            .map_err(|e| self.error(e))?
+        {
+            Some(value) => {
+                let found =
+                    <[u8; 4]>::try_from(value.as_slice()).map_err(|_| StorageError::Corrupt {
+                        path: self.path.clone(),
+                        position: format!("meta key {FORMAT_VERSION_KEY:?}"),
+                        what: format!("{} bytes, expected 4", value.len()),
+                    })?;
+                let found = u32::from_be_bytes(found);
+                if found != FORMAT_VERSION {
+                    return Err(StorageError::Version {
+                        path: self.path.clone(),
+                        found,
+                        expected: FORMAT_VERSION,
+                    });
+                }
+                Ok(())
+            }
+            None => {
+                for name in COLUMN_FAMILIES {
+                    let cf = self.cf(name)?;
+                    if let Some(item) = self.db.iterator_cf(cf, IteratorMode::Start).next() {
+                        item.map_err(|e| self.error(e))?;
+                        return Err(StorageError::Corrupt {
+                            path: self.path.clone(),
+                            position: format!("meta key {FORMAT_VERSION_KEY:?}"),
+                            what: format!(
+                                "missing, though column family {name:?} holds data; \
+                                 refusing to guess the format"
+                            ),
+                        });
+                    }
+                }
+                if self.read_only {
+                    // An empty database: the read-write open writes the version.
+                    return Ok(());
+                }
+                let mut batch = WriteBatch::default();
+                batch.put_cf(meta, FORMAT_VERSION_KEY, FORMAT_VERSION.to_be_bytes());
+                self.write(batch, true)
+            }
+        }
+    }
+
+    /// The highest zxid in the log column family.
+    fn read_last_zxid(&self) -> Result<Option<i64>, StorageError> {
+        let log = self.cf(LOG_CF)?;
+        match self.db.iterator_cf(log, IteratorMode::End).next() {
+            None => Ok(None),
+            Some(item) => {
+                let (key, _) = item.map_err(|e| self.error(e))?;
+                self.decode_log_key(&key).map(Some)
+            }
+        }
+    }
+
+    fn cf(&self, name: &str) -> Result<&ColumnFamily, StorageError> {
+        self.db
+            .cf_handle(name)
+            .ok_or_else(|| StorageError::Corrupt {
+                path: self.path.clone(),
+                position: format!("column family {name:?}"),
+                what: "missing".to_owned(),
+            })
+    }
+
+    fn write(&self, batch: WriteBatch, sync: bool) -> Result<(), StorageError> {
+        let mut opts = WriteOptions::default();
+        opts.set_sync(sync);
+        self.db.write_opt(batch, &opts).map_err(|e| self.error(e))
+    }
+
+    fn error(&self, e: rocksdb::Error) -> StorageError {
+        rocks_error(&self.path, e)
+    }
+
+    fn decode_log_key(&self, key: &[u8]) -> Result<i64, StorageError> {
+        let bytes = <[u8; 8]>::try_from(key).map_err(|_| StorageError::Corrupt {
+            path: self.path.clone(),
+            position: format!("log key {key:02x?}"),
+            what: format!("{} bytes, expected 8", key.len()),
+        })?;
+        Ok(i64::from_be_bytes(bytes))
+    }
+
+    /// Complete snapshots (zxid, chunk count), oldest first.
+    fn complete_snapshots(&self) -> Result<Vec<(i64, u32)>, StorageError> {
+        let meta = self.cf(META_CF)?;
+        let prefix = SNAPSHOT_MARKER_PREFIX.as_bytes();
+        let mut found = Vec::new();
+        for item in self
+            .db
+            .iterator_cf(meta, IteratorMode::From(prefix, Direction::Forward))
+        {
+            let (key, value) = item.map_err(|e| self.error(e))?;
+            let Some(hex) = key.strip_prefix(prefix) else {
+                break;
+            };
+            let corrupt = |what: String| StorageError::Corrupt {
+                path: self.path.clone(),
+                position: format!("meta key {:?}", String::from_utf8_lossy(&key)),
+                what,
+            };
+            let zxid = std::str::from_utf8(hex)
+                .ok()
+                .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+                .ok_or_else(|| corrupt("not a snapshot zxid in hex".to_owned()))?
+                as i64;
+            let count = <[u8; 4]>::try_from(&*value)
+                .map_err(|_| corrupt(format!("{} bytes, expected 4", value.len())))?;
+            found.push((zxid, u32::from_be_bytes(count)));
+        }
+        found.sort_unstable();
+        Ok(found)
+    }
+}
+
+impl Storage for RocksStorage {
+    /// One write batch per call, fsynced when `sync` and `force_sync` are both set. An
+    /// empty call with `sync` syncs the WAL, so it may serve as a barrier.
+    fn append(&mut self, entries: &[LogEntry], sync: bool) -> Result<(), StorageError> {
+        let sync = sync && self.force_sync;
+        if entries.is_empty() {
+            if sync {
+                self.db.flush_wal(true).map_err(|e| self.error(e))?;
+            }
+            return Ok(());
+        }
+        // Check the whole call first, so a refused append stores nothing.
+        let mut last = self.last;
+        for entry in entries {
+            check_order(entry.zxid, last)?;
+            last = Some(entry.zxid);
+        }
+        let log = self.cf(LOG_CF)?;
+        let mut batch = WriteBatch::default();
+        for entry in entries {
+            batch.put_cf(log, entry.zxid.to_be_bytes(), encode_record(&entry.data));
+        }
+        self.write(batch, sync)?;
+        self.last = last;
+        Ok(())
+    }
+
+    fn last_zxid(&self) -> Result<Option<i64>, StorageError> {
+        Ok(self.last)
+    }
+
+    fn read_log(
+        &self,
+        after: i64,
+        f: &mut dyn FnMut(LogEntry) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
+        let Some(start) = after.checked_add(1) else {
+            return Ok(());
+        };
+        let start = start.max(0).to_be_bytes();
+        let log = self.cf(LOG_CF)?;
+        for item in self
+            .db
+            .iterator_cf(log, IteratorMode::From(&start, Direction::Forward))
+        {
+            let (key, value) = item.map_err(|e| self.error(e))?;
+            let zxid = self.decode_log_key(&key)?;
+            let data = decode_record(&value).map_err(|what| StorageError::Corrupt {
+                path: self.path.clone(),
+                position: format!("log record zxid 0x{zxid:x}"),
+                what,
+            })?;
+            f(LogEntry {
+                zxid,
+                data: data.to_vec(),
+            })?;
+        }
+        Ok(())
+    }
+
+    fn put_snapshot_chunk(
+        &mut self,
+        zxid: i64,
+        index: u32,
+        data: &[u8],
+    ) -> Result<(), StorageError> {
+        let snapshot = self.cf(SNAPSHOT_CF)?;
+        let mut batch = WriteBatch::default();
+        batch.put_cf(snapshot, chunk_key(zxid, index), encode_record(data));
+        self.write(batch, false)
+    }
+
+    /// Writes the completion marker with an fsync, which also makes the chunks durable:
+    /// they went into the same WAL before it, and RocksDB syncs every live WAL file.
+    fn finish_snapshot(&mut self, zxid: i64, chunks: u32) -> Result<(), StorageError> {
+        let meta = self.cf(META_CF)?;
+        let mut batch = WriteBatch::default();
+        batch.put_cf(meta, marker_key(zxid), chunks.to_be_bytes());
+        self.write(batch, true)
+    }
+
+    fn latest_snapshot(&self) -> Result<Option<Snapshot>, StorageError> {
+        let Some(&(zxid, count)) = self.complete_snapshots()?.last() else {
+            return Ok(None);
+        };
+        let snapshot = self.cf(SNAPSHOT_CF)?;
+        let mut chunks = Vec::with_capacity(count as usize);
+        for index in 0..count {
+            let corrupt = |what: String| StorageError::Corrupt {
+                path: self.path.clone(),
+                position: format!("snapshot 0x{zxid:x} chunk {index}"),
+                what,
+            };
+            let value = self
+                .db
+                .get_pinned_cf(snapshot, chunk_key(zxid, index))
+                .map_err(|e| self.error(e))?
+                .ok_or_else(|| corrupt(format!("missing from a snapshot of {count} chunks")))?;
+            chunks.push(decode_record(&value).map_err(corrupt)?.to_vec());
+        }
+        Ok(Some(Snapshot { zxid, chunks }))
+    }
+
+    fn snapshots(&self) -> Result<Vec<i64>, StorageError> {
+        Ok(self
+            .complete_snapshots()?
+            .into_iter()
+            .map(|(zxid, _)| zxid)
+            .collect())
+    }
+
+    fn purge(&mut self, retain: usize) -> Result<(), StorageError> {
+        let complete = self.complete_snapshots()?;
+        let Some(&(newest, _)) = complete.last() else {
+            return Ok(());
+        };
+        let keep_from = complete.len().saturating_sub(retain.max(1));
+        let oldest_kept = complete[keep_from].0;
+        let (log, snapshot, meta) = (self.cf(LOG_CF)?, self.cf(SNAPSHOT_CF)?, self.cf(META_CF)?);
+        let mut batch = WriteBatch::default();
+        for &(zxid, _) in &complete[..keep_from] {
+            batch.delete_cf(meta, marker_key(zxid));
+        }
+        // Chunks of the deleted snapshots, and of unfinished snapshots older than the
+        // newest complete one (abandoned; newer unfinished ones may be in progress).
+        // One seek per snapshot: skip from each zxid's first chunk past its last.
+        let mut iter = self.db.raw_iterator_cf(snapshot);
+        iter.seek_to_first();
+        while let Some(key) = iter.key() {
+            let zxid = chunk_key_zxid(key).ok_or_else(|| StorageError::Corrupt {
+                path: self.path.clone(),
+                position: format!("snapshot key {key:02x?}"),
+                what: format!("{} bytes, expected 12", key.len()),
+            })?;
+            let kept = complete[keep_from..].iter().any(|&(z, _)| z == zxid);
+            let (from, to) = chunk_range(zxid);
+            if !kept && zxid < newest {
+                batch.delete_range_cf(snapshot, &from, &to);
+            }
+            iter.seek(&to);
+        }
+        iter.status().map_err(|e| self.error(e))?;
+        drop(iter);
+        // The log up to and including the oldest kept snapshot's zxid: recovery from it
+        // replays only the txns above. Keys are 8 bytes, all below zxid + a 0 byte.
+        if oldest_kept >= 0 {
+            let mut to = oldest_kept.to_be_bytes().to_vec();
+            to.push(0);
+            batch.delete_range_cf(log, &[][..], &to[..]);
+        }
+        self.write(batch, true)?;
+        self.last = self.read_last_zxid()?;
+        Ok(())
+    }
+
+    fn get_meta(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        let meta = self.cf(META_CF)?;
+        self.db.get_cf(meta, key).map_err(|e| self.error(e))
+    }
+
+    /// Errors: [`StorageError::Backend`] for the reserved keys [`FORMAT_VERSION_KEY`]
+    /// and those starting with [`SNAPSHOT_MARKER_PREFIX`].
+    fn put_meta(&mut self, key: &str, value: &[u8]) -> Result<(), StorageError> {
+        if key == FORMAT_VERSION_KEY || key.starts_with(SNAPSHOT_MARKER_PREFIX) {
+            return Err(StorageError::Backend(format!(
+                "meta key {key:?} is reserved for the storage layer"
+            )));
+        }
+        let meta = self.cf(META_CF)?;
+        let mut batch = WriteBatch::default();
+        batch.put_cf(meta, key, value);
+        self.write(batch, true)
+    }
+}
+
+/// The append order rule (the same as `MemStorage`'s): every zxid is above the last
+/// stored one and none is negative, because keys are the zxid's big-endian bytes, whose
+/// order is numeric only for non-negative zxids.
+fn check_order(zxid: i64, last: Option<i64>) -> Result<(), StorageError> {
+    let last = last.unwrap_or(-1);
+    if zxid <= last {
+        return Err(StorageError::OutOfOrder { zxid, last });
+    }
+    Ok(())
+}
+
+/// Maps a RocksDB error; its corruption reports (a bad block, a WAL damaged before its
+/// tail) become [`StorageError::Corrupt`] naming the database.
+fn rocks_error(path: &Path, e: rocksdb::Error) -> StorageError {
+    if e.kind() == ErrorKind::Corruption {
+        StorageError::Corrupt {
+            path: path.to_owned(),
+            position: "as reported by RocksDB".to_owned(),
+            what: e.into_string(),
+        }
+    } else {
+        StorageError::Backend(format!("{}: {}", path.display(), e.into_string()))
+    }
+}
+
+/// Refuses to create a database in a directory that already holds files.
+fn refuse_if_not_empty(dir: &Path) -> Result<(), StorageError> {
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => match entries.next() {
+            None => Ok(()),
+            Some(entry) => Err(StorageError::Corrupt {
+                path: dir.to_owned(),
+                position: entry?.file_name().to_string_lossy().into_owned(),
+                what: "found in a directory without a RocksDB CURRENT file; refusing to \
+                       create a new database over it"
+                    .to_owned(),
+            }),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn encode_record(data: &[u8]) -> Vec<u8> {
+    let mut record = Vec::with_capacity(5 + data.len());
+    record.push(RECORD_VERSION);
+    record.extend_from_slice(&crc32fast::hash(data).to_be_bytes());
+    record.extend_from_slice(data);
+    record
+}
+
+/// The data of a record, or what is wrong with it.
+fn decode_record(record: &[u8]) -> Result<&[u8], String> {
+    let Some((&version, rest)) = record.split_first() else {
+        return Err("empty record".to_owned());
+    };
+    if version != RECORD_VERSION {
+        return Err(format!(
+            "record version {version}, this keel reads {RECORD_VERSION}"
+        ));
+    }
+    let Some((crc, data)) = rest.split_first_chunk::<4>() else {
+        return Err(format!("record of {} bytes is too short", record.len()));
+    };
+    let stored = u32::from_be_bytes(*crc);
+    let computed = crc32fast::hash(data);
+    if stored != computed {
+        return Err(format!(
+            "checksum mismatch: stored 0x{stored:08x}, computed 0x{computed:08x} over {} bytes",
+            data.len()
+        ));
+    }
+    Ok(data)
+}
+
+fn chunk_key(zxid: i64, index: u32) -> [u8; 12] {
+    let mut key = [0; 12];
+    key[..8].copy_from_slice(&zxid.to_be_bytes());
+    key[8..].copy_from_slice(&index.to_be_bytes());
+    key
+}
+
+fn chunk_key_zxid(key: &[u8]) -> Option<i64> {
+    let key = <[u8; 12]>::try_from(key).ok()?;
+    Some(i64::from_be_bytes(key[..8].try_into().ok()?))
+}
+
+/// Keys from `from` up to (not including) `to` are exactly the chunks of `zxid`: `from`
+/// is its 8-byte prefix, `to` that prefix followed by five 0xff bytes, above any 12-byte
+/// key with the prefix.
+fn chunk_range(zxid: i64) -> (Vec<u8>, Vec<u8>) {
+    let from = zxid.to_be_bytes().to_vec();
+    let mut to = from.clone();
+    to.extend_from_slice(&[0xff; 5]);
+    (from, to)
+}
+
+fn marker_key(zxid: i64) -> String {
+    format!("{SNAPSHOT_MARKER_PREFIX}{zxid:016x}")
+}

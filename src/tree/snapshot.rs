@@ -1,0 +1,135 @@
+//! Snapshot encoding of znodes: a chunk is a sequence of node records in path order.
+//!
+//! Record: path, data (null kept), ACL, czxid, mzxid, pzxid, ctime, mtime, version,
+//! child_creates, aversion, ephemeralOwner. Children sets are not stored; loading
+//! rebuilds them from the paths ([`DataTree::relink`]).
+
+use super::{DataTree, Znode};
+use bytes::{BufMut, Bytes, BytesMut};
+use jute::{Acl, Decoder, JuteError, Record};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// Appends node records after `cursor` until `out` holds at least `max_bytes`; returns
+/// the last path written (the next cursor), or `None` once every node is written.
+pub fn encode_nodes(
+    tree: &DataTree,
+    cursor: Option<&str>,
+    max_bytes: usize,
+    out: &mut BytesMut,
+) -> Option<String> {
+    for (path, n) in tree.nodes_after(cursor) {
+        path.encode(out);
+        n.data.encode(out);
+        n.acl.as_ref().encode(out);
+        out.put_i64(n.czxid);
+        out.put_i64(n.mzxid);
+        out.put_i64(n.pzxid);
+        out.put_i64(n.ctime);
+        out.put_i64(n.mtime);
+        out.put_i32(n.version);
+        out.put_i32(n.child_creates);
+        out.put_i32(n.aversion);
+        out.put_i64(n.ephemeral_owner);
+        if out.len() >= max_bytes {
+            return Some(path.clone());
+        }
+    }
+    None
+}
+
+/// Reads node records from one chunk into `tree` (unlinked; call
+/// [`DataTree::relink`] after the last chunk). Equal ACLs share one allocation.
+///
+/// Errors: truncated or malformed records.
+pub fn decode_nodes(
+    tree: &mut DataTree,
+    chunk: &[u8],
+    acls: &mut HashMap<Vec<Acl>, Arc<Vec<Acl>>>,
+) -> Result<usize, JuteError> {
+    let mut d = Decoder::new(chunk);
+    let mut count = 0;
+    while !d.is_empty() {
+        let path: String = d.record()?;
+        let data: Option<Bytes> = d.record()?;
+        let acl: Vec<Acl> = d.record()?;
+        let acl = acls
+            .entry(acl)
+            .or_insert_with_key(|k| Arc::new(k.clone()))
+            .clone();
+        let node = Znode {
+            data,
+            acl,
+            czxid: d.long()?,
+            mzxid: d.long()?,
+            pzxid: d.long()?,
+            ctime: d.long()?,
+            mtime: d.long()?,
+            version: d.int()?,
+            child_creates: d.int()?,
+            aversion: d.int()?,
+            ephemeral_owner: d.long()?,
+            children: BTreeSet::new(),
+        };
+        tree.insert_loaded(path, node);
+        count += 1;
+    }
+    Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tree_round_trips_in_small_chunks() {
+        let mut t = DataTree::new();
+        let acl = Arc::new(super::super::acl::open_acl());
+        t.create(
+            "/a",
+            Some(Bytes::from_static(b"x")),
+            acl.clone(),
+            0,
+            1,
+            2,
+            10,
+        )
+        .unwrap();
+        t.create("/a/b", None, acl.clone(), 77, 1, 3, 11).unwrap();
+        t.create(
+            "/a-c",
+            Some(Bytes::new()),
+            acl,
+            super::super::znode::CONTAINER_OWNER,
+            2,
+            4,
+            12,
+        )
+        .unwrap();
+        let mut chunks = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut buf = BytesMut::new();
+            let next = encode_nodes(&t, cursor.as_deref(), 1, &mut buf);
+            chunks.push(buf);
+            match next {
+                Some(c) => cursor = Some(c),
+                None => break,
+            }
+        }
+        let mut back = DataTree::empty();
+        let mut acls = HashMap::new();
+        for c in &chunks {
+            decode_nodes(&mut back, c, &mut acls).unwrap();
+        }
+        back.relink();
+        assert_eq!(back.node_count(), t.node_count());
+        for p in ["/", "/a", "/a/b", "/a-c", "/zookeeper", "/zookeeper/config"] {
+            assert_eq!(back.get(p).unwrap().stat(), t.get(p).unwrap().stat(), "{p}");
+            assert_eq!(back.get(p).unwrap().data, t.get(p).unwrap().data, "{p}");
+        }
+        assert_eq!(back.ephemerals(77).collect::<Vec<_>>(), vec!["/a/b"]);
+        assert!(back.containers().contains("/a-c"));
+        assert_eq!(back.approximate_data_size(), t.approximate_data_size());
+    }
+}

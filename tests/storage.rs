@@ -1,0 +1,416 @@
+//! Storage backends: the shared conformance suite against MemStorage and RocksStorage,
+//! then what only one backend can show: MemStorage's simulated crash, and RocksDB's
+//! on-disk checks (format version, checksums, torn WAL tail, separate dataLogDir).
+
+use std::path::{Path, PathBuf};
+
+use keel::storage::conformance;
+use keel::storage::mem::MemStorage;
+use keel::storage::rocks::{self, RocksStorage};
+use keel::storage::{LogEntry, Storage, StorageError, FORMAT_VERSION};
+
+/// A directory under the system temp dir, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let path =
+            std::env::temp_dir().join(format!("keel-storage-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        TempDir(path)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn entry(zxid: i64) -> LogEntry {
+    LogEntry {
+        zxid,
+        data: format!("txn 0x{zxid:x} ").repeat(20).into_bytes(),
+    }
+}
+
+fn read_zxids(store: &impl Storage) -> Vec<i64> {
+    let mut zxids = Vec::new();
+    store
+        .read_log(-1, &mut |e| {
+            assert_eq!(e, entry(e.zxid), "data of zxid 0x{:x}", e.zxid);
+            zxids.push(e.zxid);
+            Ok(())
+        })
+        .expect("read_log");
+    zxids
+}
+
+fn open(data_dir: &Path) -> RocksStorage {
+    RocksStorage::open(data_dir, data_dir, true).expect("open RocksStorage")
+}
+
+/// The database opened with the rocksdb crate directly, to damage it the way a disk or
+/// another program could.
+fn raw_db(data_dir: &Path) -> rocksdb::DB {
+    rocksdb::DB::open_cf(
+        &rocksdb::Options::default(),
+        data_dir.join(rocks::DB_DIR),
+        [rocks::LOG_CF, rocks::SNAPSHOT_CF, rocks::META_CF],
+    )
+    .expect("open raw rocksdb")
+}
+
+/// The highest-numbered WAL file (`NNNNNN.log`) in `dir`.
+fn newest_wal(dir: &Path) -> PathBuf {
+    std::fs::read_dir(dir)
+        .expect("list WAL dir")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .max_by_key(|p| {
+            p.file_stem()
+                .and_then(|s| s.to_str())
+                .and_then(|s| s.parse::<u64>().ok())
+        })
+        .unwrap_or_else(|| panic!("no WAL file in {}", dir.display()))
+}
+
+fn wal_count(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter(|e| {
+                    e.as_ref()
+                        .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "log"))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn mem_conformance() {
+    let mem = MemStorage::new();
+    conformance::run_all(|| mem.reopen());
+}
+
+#[test]
+fn mem_crash_keeps_only_synced_state() {
+    let mut store = MemStorage::new();
+    store.append(&[entry(1), entry(2)], true).unwrap();
+    store.append(&[entry(3)], false).unwrap();
+    store.put_meta("current_epoch", b"1").unwrap();
+    store.put_snapshot_chunk(2, 0, b"done").unwrap();
+    store.finish_snapshot(2, 1).unwrap();
+    store.put_snapshot_chunk(3, 0, b"in progress").unwrap();
+    store.crash();
+
+    let mut store = store.reopen();
+    assert_eq!(
+        read_zxids(&store),
+        [1, 2],
+        "unsynced append lost, synced kept"
+    );
+    assert_eq!(store.last_zxid().unwrap(), Some(2));
+    assert_eq!(
+        store.get_meta("current_epoch").unwrap().as_deref(),
+        Some(&b"1"[..])
+    );
+    assert_eq!(store.latest_snapshot().unwrap().unwrap().chunks, [b"done"]);
+    // The unfinished snapshot's chunk is gone: finishing it now finds it missing.
+    store.finish_snapshot(3, 1).unwrap();
+    assert!(matches!(
+        store.latest_snapshot(),
+        Err(StorageError::Corrupt { .. })
+    ));
+    // The log goes on from the last synced entry.
+    store.append(&[entry(3)], true).unwrap();
+    store.crash();
+    assert_eq!(read_zxids(&store.reopen()), [1, 2, 3]);
+}
+
+#[test]
+fn mem_one_sync_per_append() {
+    let mut store = MemStorage::new();
+    store
+        .append(&(1..=100).map(entry).collect::<Vec<_>>(), true)
+        .unwrap();
+    assert_eq!(
+        store.sync_count(),
+        1,
+        "100 entries in one call make one sync"
+    );
+    store.append(&[entry(101)], false).unwrap();
+    assert_eq!(store.sync_count(), 1, "an unsynced append makes none");
+    store.append(&[], true).unwrap();
+    assert_eq!(store.sync_count(), 2, "an empty synced append is a barrier");
+    store.crash();
+    assert_eq!(store.reopen().last_zxid().unwrap(), Some(101));
+}
+
+#[test]
+fn rocks_conformance() {
+    let dir = TempDir::new("conformance");
+    conformance::run_all(|| open(dir.path()));
+}
+
+#[test]
+fn rocks_conformance_separate_log_dir_without_force_sync() {
+    let dir = TempDir::new("conformance-logdir");
+    let (data, log) = (dir.path().join("data"), dir.path().join("log"));
+    conformance::run_all(|| RocksStorage::open(&data, &log, false).expect("open"));
+    assert!(
+        wal_count(&log.join(rocks::WAL_DIR)) > 0,
+        "the WAL lives in dataLogDir/{}",
+        rocks::WAL_DIR
+    );
+    assert_eq!(
+        wal_count(&data.join(rocks::DB_DIR)),
+        0,
+        "no WAL in dataDir when dataLogDir is set apart"
+    );
+}
+
+#[test]
+fn rocks_data_survives_reopen() {
+    let dir = TempDir::new("reopen");
+    {
+        let mut store = open(dir.path());
+        store.append(&[entry(1), entry(2)], true).unwrap();
+        store.put_meta("current_epoch", b"7").unwrap();
+    }
+    for _ in 0..3 {
+        let mut store = open(dir.path());
+        let last = store.last_zxid().unwrap().unwrap();
+        store.append(&[entry(last + 1)], true).unwrap();
+    }
+    let store = open(dir.path());
+    assert_eq!(read_zxids(&store), [1, 2, 3, 4, 5]);
+    assert_eq!(
+        store.get_meta("current_epoch").unwrap().as_deref(),
+        Some(&b"7"[..])
+    );
+}
+
+#[test]
+fn rocks_unknown_format_version_is_refused() {
+    let dir = TempDir::new("version");
+    open(dir.path()).append(&[entry(1)], true).unwrap();
+    {
+        let db = raw_db(dir.path());
+        let meta = db.cf_handle(rocks::META_CF).unwrap();
+        db.put_cf(meta, rocks::FORMAT_VERSION_KEY, 99u32.to_be_bytes())
+            .unwrap();
+    }
+    let db_path = dir.path().join(rocks::DB_DIR);
+    let err = RocksStorage::open(dir.path(), dir.path(), true)
+        .expect_err("an unknown format version must be refused");
+    assert!(
+        err.to_string().contains(&db_path.display().to_string()),
+        "the message names the path: {err}"
+    );
+    match err {
+        StorageError::Version {
+            path,
+            found,
+            expected,
+        } => assert_eq!((path, found, expected), (db_path, 99, FORMAT_VERSION)),
+        other => panic!("expected a Version error, got {other:?}"),
+    }
+    // Nothing was rewritten: the stored version is still the unknown one.
+    let db = raw_db(dir.path());
+    let meta = db.cf_handle(rocks::META_CF).unwrap();
+    assert_eq!(
+        db.get_cf(meta, rocks::FORMAT_VERSION_KEY).unwrap(),
+        Some(99u32.to_be_bytes().to_vec())
+    );
+}
+
+#[test]
+fn rocks_data_without_format_version_is_refused() {
+    let dir = TempDir::new("no-version");
+    open(dir.path()).append(&[entry(1)], true).unwrap();
+    {
+        let db = raw_db(dir.path());
+        let meta = db.cf_handle(rocks::META_CF).unwrap();
+        db.delete_cf(meta, rocks::FORMAT_VERSION_KEY).unwrap();
+    }
+    match RocksStorage::open(dir.path(), dir.path(), true) {
+        Err(StorageError::Corrupt { path, .. }) => {
+            assert_eq!(path, dir.path().join(rocks::DB_DIR))
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+}
+
+#[test]
+fn rocks_stray_files_are_not_overwritten() {
+    let dir = TempDir::new("stray");
+    let db_dir = dir.path().join(rocks::DB_DIR);
+    std::fs::create_dir_all(&db_dir).unwrap();
+    std::fs::write(db_dir.join("000007.sst"), b"someone's data").unwrap();
+    match RocksStorage::open(dir.path(), dir.path(), true) {
+        Err(StorageError::Corrupt { path, position, .. }) => {
+            assert_eq!((path, position.as_str()), (db_dir.clone(), "000007.sst"))
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    assert_eq!(
+        std::fs::read(db_dir.join("000007.sst")).unwrap(),
+        b"someone's data"
+    );
+}
+
+#[test]
+fn rocks_reserved_meta_keys_are_refused() {
+    let dir = TempDir::new("reserved");
+    let mut store = open(dir.path());
+    for key in [rocks::FORMAT_VERSION_KEY, "snapshot/0000000000000001"] {
+        assert!(
+            matches!(store.put_meta(key, b"x"), Err(StorageError::Backend(_))),
+            "put_meta({key:?}) must be refused"
+        );
+    }
+    assert!(store.snapshots().unwrap().is_empty());
+}
+
+#[test]
+fn rocks_corrupt_log_record_is_reported() {
+    let dir = TempDir::new("corrupt-log");
+    open(dir.path())
+        .append(
+            &[entry(1), entry(0x1_0000_0005), entry(0x1_0000_0006)],
+            true,
+        )
+        .unwrap();
+    {
+        let db = raw_db(dir.path());
+        let log = db.cf_handle(rocks::LOG_CF).unwrap();
+        let key = 0x1_0000_0005i64.to_be_bytes();
+        let mut value = db.get_cf(log, key).unwrap().unwrap();
+        let last = value.len() - 1;
+        value[last] ^= 0x01;
+        db.put_cf(log, key, value).unwrap();
+        // A record of a version this keel does not know.
+        let key = 0x1_0000_0006i64.to_be_bytes();
+        let mut value = db.get_cf(log, key).unwrap().unwrap();
+        value[0] = 2;
+        db.put_cf(log, key, value).unwrap();
+    }
+    let store = open(dir.path());
+    let mut read = Vec::new();
+    let result = store.read_log(-1, &mut |e| {
+        read.push(e.zxid);
+        Ok(())
+    });
+    match result {
+        Err(StorageError::Corrupt {
+            path,
+            position,
+            what,
+        }) => {
+            assert_eq!(path, dir.path().join(rocks::DB_DIR));
+            assert_eq!(position, "log record zxid 0x100000005");
+            assert!(what.contains("checksum"), "{what}");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    assert_eq!(read, [1], "entries before the damaged one are delivered");
+    match store.read_log(0x1_0000_0005, &mut |_| Ok(())) {
+        Err(StorageError::Corrupt { position, what, .. }) => {
+            assert_eq!(position, "log record zxid 0x100000006");
+            assert!(what.contains("version 2"), "{what}");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+}
+
+#[test]
+fn rocks_corrupt_snapshot_chunk_is_reported() {
+    let dir = TempDir::new("corrupt-snapshot");
+    {
+        let mut store = open(dir.path());
+        store.put_snapshot_chunk(0x5, 0, b"chunk zero").unwrap();
+        store.put_snapshot_chunk(0x5, 1, b"chunk one").unwrap();
+        store.finish_snapshot(0x5, 2).unwrap();
+    }
+    {
+        let db = raw_db(dir.path());
+        let cf = db.cf_handle(rocks::SNAPSHOT_CF).unwrap();
+        let mut key = 0x5i64.to_be_bytes().to_vec();
+        key.extend_from_slice(&1u32.to_be_bytes());
+        let mut value = db.get_cf(cf, &key).unwrap().unwrap();
+        value[7] ^= 0x80;
+        db.put_cf(cf, &key, value).unwrap();
+    }
+    match open(dir.path()).latest_snapshot() {
+        Err(StorageError::Corrupt { position, .. }) => {
+            assert_eq!(position, "snapshot 0x5 chunk 1")
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+}
+
+#[test]
+fn rocks_torn_wal_tail_is_dropped() {
+    let dir = TempDir::new("torn");
+    {
+        let mut store = open(dir.path());
+        store.append(&[entry(1), entry(2), entry(3)], true).unwrap();
+        store.append(&[entry(4)], false).unwrap();
+        store.append(&[entry(5)], false).unwrap();
+    }
+    // A crash in mid-write: the last record's final bytes never reached the disk.
+    let wal = newest_wal(&dir.path().join(rocks::DB_DIR));
+    let len = std::fs::metadata(&wal).unwrap().len();
+    let file = std::fs::OpenOptions::new().write(true).open(&wal).unwrap();
+    file.set_len(len - 10).unwrap();
+    drop(file);
+
+    let mut store = open(dir.path());
+    assert_eq!(
+        read_zxids(&store),
+        [1, 2, 3, 4],
+        "only the torn record is gone"
+    );
+    assert_eq!(store.last_zxid().unwrap(), Some(4));
+    store.append(&[entry(5)], true).unwrap();
+    drop(store);
+    assert_eq!(read_zxids(&open(dir.path())), [1, 2, 3, 4, 5]);
+}
+
+#[test]
+fn rocks_wal_damage_before_the_tail_is_refused() {
+    let dir = TempDir::new("wal-damage");
+    {
+        let mut store = open(dir.path());
+        for zxid in 1..=5 {
+            store.append(&[entry(zxid)], true).unwrap();
+        }
+    }
+    // Flip a byte inside the first record's payload; four intact records follow it.
+    let wal = newest_wal(&dir.path().join(rocks::DB_DIR));
+    let mut bytes = std::fs::read(&wal).unwrap();
+    let at = bytes
+        .windows(8)
+        .position(|w| w == b"txn 0x1 ")
+        .expect("first entry's data in the WAL");
+    bytes[at + 40] ^= 0x01;
+    std::fs::write(&wal, bytes).unwrap();
+
+    match RocksStorage::open(dir.path(), dir.path(), true) {
+        Err(StorageError::Corrupt { path, .. }) => {
+            assert_eq!(path, dir.path().join(rocks::DB_DIR))
+        }
+        Err(other) => panic!("expected Corrupt, got {other}"),
+        Ok(store) => panic!(
+            "open must refuse a damaged WAL, it read {:?}",
+            read_zxids(&store)
+        ),
+    }
+}
