@@ -189,12 +189,16 @@ fn recover(config: &Config) -> std::io::Result<(Server, Box<dyn Storage>)> {
 /// The core task: owns the state machine, applies inputs in arrival order, routes output
 /// to connections and storage.
 async fn core(
-    mut server: Server,
+    server: Server,
     mut rx: mpsc::Receiver<CoreMsg>,
     mut durable: watch::Receiver<i64>,
     storage: mpsc::Sender<StorageOp>,
     config: Arc<Config>,
 ) {
+    // The state machine is never dropped: the process exits right after this task
+    // stops, and freeing a tree of millions of znodes would only delay a clean stop.
+    let mut server = std::mem::ManuallyDrop::new(server);
+    let server: &mut Server = &mut server;
     let mut routes: HashMap<u64, mpsc::Sender<Outbound>> = HashMap::new();
     let mut tick = tokio::time::interval(Duration::from_millis(TICK_MS));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -203,11 +207,11 @@ async fn core(
         tokio::select! {
             msg = rx.recv() => {
                 let Some(msg) = msg else { return };
-                handle(&mut server, &mut routes, &config, msg);
+                handle(server, &mut routes, &config, msg);
                 // Batch what is already queued before routing output.
                 for _ in 0..1024 {
                     match rx.try_recv() {
-                        Ok(msg) => handle(&mut server, &mut routes, &config, msg),
+                        Ok(msg) => handle(server, &mut routes, &config, msg),
                         Err(_) => break,
                     }
                 }

@@ -493,12 +493,19 @@ impl Server {
         } else {
             Origin::Reply { conn, xid }
         };
-        let ok = !matches!(op, TxnOp::Error(_) | TxnOp::MultiError(_));
-        let zxid = self.propose(session_id, xid, op, origin);
-        if ok {
-            for (path, view) in changes {
-                self.outstanding.insert(path, (zxid, view));
-            }
+        if !matches!(op, TxnOp::Error(_) | TxnOp::MultiError(_)) {
+            self.record_outstanding(changes);
+        }
+        self.propose(session_id, xid, op, origin);
+    }
+
+    /// Records prep's changes under the zxid the next proposal will get. Done before
+    /// proposing, because without storage the txn applies (and clears its changes)
+    /// at once.
+    fn record_outstanding(&mut self, changes: HashMap<String, Option<prep::NodeView>>) {
+        let zxid = self.proposed_zxid + 1;
+        for (path, view) in changes {
+            self.outstanding.insert(path, (zxid, view));
         }
     }
 
@@ -684,13 +691,10 @@ impl Server {
             let r = prep.delete_container(&p);
             let changes = prep.into_changes();
             let op = r.unwrap_or_else(TxnOp::Error);
-            let ok = !matches!(op, TxnOp::Error(_));
-            let zxid = self.propose(0, 0, op, Origin::Server);
-            if ok {
-                for (path, view) in changes {
-                    self.outstanding.insert(path, (zxid, view));
-                }
+            if !matches!(op, TxnOp::Error(_)) {
+                self.record_outstanding(changes);
             }
+            self.propose(0, 0, op, Origin::Server);
         }
     }
 
