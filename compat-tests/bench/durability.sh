@@ -54,7 +54,7 @@ if command -v taskset >/dev/null; then PIN_S=(taskset -c 0); PIN_C=(taskset -c 1
 else PIN_S=(); PIN_C=(); echo "note: taskset missing, running unpinned" >&2; fi
 
 mkdir -p "$WORK/raw"
-gcc -O2 -o "$WORK/zkload" /work/shared/tools/zkload.c || exit 1
+gcc -O2 -o "$WORK/zkload" "${ZKLOAD_SRC:-$ROOT/../shared/tools/zkload.c}" || exit 1
 gcc -O2 -o "$WORK/firstread" "$HERE/firstread.c" || exit 1
 RES=$WORK/raw/values      # lines: KEY KIND VALUE
 : > "$RES"

@@ -71,6 +71,17 @@ impl<'a> Decoder<'a> {
         Ok(v)
     }
 
+    /// Skips `n` bytes.
+    ///
+    /// Errors: [`JuteError::Truncated`] if fewer are left.
+    pub fn skip(&mut self, n: usize) -> Result<(), JuteError> {
+        if n > self.input.len() {
+            return Err(JuteError::Truncated);
+        }
+        self.input = &self.input[n..];
+        Ok(())
+    }
+
     /// One raw byte.
     pub fn bool_byte(&mut self) -> Result<u8, JuteError> {
         let (rest, v) = lift(be_u8(self.input))?;

@@ -165,8 +165,14 @@ fn recover(config: &Config) -> std::io::Result<(Server, Box<dyn Storage>)> {
         ),
         None => None,
     };
+    let read_ms = t0.elapsed().as_millis() as u64;
     let storage = RocksStorage::open(&config.data_dir, &config.data_log_dir, config.force_sync)
         .map_err(to_io)?;
+    tracing::debug!(
+        read_ms,
+        reopen_ms = t0.elapsed().as_millis() as u64 - read_ms,
+        "store read, then opened for writing"
+    );
     let (server, stats) = match recovered {
         Some(r) => r,
         None => {

@@ -70,7 +70,13 @@ impl Server {
     ) -> Result<(Server, RecoveryStats), StorageError> {
         let mut server = Server::new(settings, 0, now_ms, seed);
         let mut stats = RecoveryStats::default();
-        if let Some(snap) = storage.latest_snapshot()? {
+        let t0 = std::time::Instant::now();
+        let latest = storage.latest_snapshot()?;
+        tracing::debug!(
+            elapsed_ms = t0.elapsed().as_millis() as u64,
+            "snapshot read"
+        );
+        if let Some(snap) = latest {
             let pos = |i: usize| format!("snapshot 0x{:x} chunk {i}", snap.zxid);
             let header = snap
                 .chunks
@@ -110,7 +116,10 @@ impl Server {
                 tree_snapshot::decode_nodes(&mut tree, chunk, &mut acls)
                     .map_err(|e| corrupt(db, pos(i), e))?;
             }
-            tree.relink();
+            tracing::debug!(
+                elapsed_ms = t0.elapsed().as_millis() as u64,
+                "snapshot loaded"
+            );
             server.tree = tree;
             server.last_zxid = snap.zxid;
             stats.snapshot_zxid = Some(snap.zxid);

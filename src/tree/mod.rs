@@ -333,7 +333,7 @@ impl DataTree {
     }
 
     /// An empty tree (no system nodes), to be filled by [`DataTree::insert_loaded`]
-    /// and finished by [`DataTree::relink`].
+    /// in path order.
     pub fn empty() -> DataTree {
         DataTree {
             nodes: BTreeMap::new(),
@@ -345,33 +345,16 @@ impl DataTree {
         }
     }
 
-    /// Adds a znode read from a snapshot, without linking it to its parent yet.
+    /// Adds a znode read from a snapshot and links it to its parent at once. Snapshots
+    /// are in path order, so a parent is always loaded before its children; a znode
+    /// whose parent is missing (a fuzzy snapshot can hold one) is kept unlinked, and
+    /// replaying the log recreates the parent and links it.
     pub fn insert_loaded(&mut self, path: String, mut node: Znode) {
         node.children.clear();
-        self.nodes.insert(path, node);
-    }
-
-    /// Rebuilds children sets and every index from the znodes themselves, after a
-    /// snapshot load. A znode whose parent is missing (a fuzzy snapshot can hold one) is
-    /// kept; replaying the log recreates the parent and links it.
-    pub fn relink(&mut self) {
-        let paths: Vec<String> = self.nodes.keys().cloned().collect();
-        self.ephemerals.clear();
-        self.containers.clear();
-        self.ttls.clear();
-        self.quota_paths.clear();
-        self.approximate_data_size = 0;
-        for p in &paths {
-            let (size, owner) = {
-                let n = &self.nodes[p];
-                ((p.len() + n.data_len()) as i64, n.owner())
-            };
-            self.approximate_data_size += size;
-            self.index(p, owner);
-            if p == "/" {
-                continue;
-            }
-            let (parent, name) = path::split(p);
+        self.approximate_data_size += (path.len() + node.data_len()) as i64;
+        self.index(&path, node.owner());
+        if path != "/" {
+            let (parent, name) = path::split(&path);
             if let Some(pn) = self.nodes.get_mut(parent) {
                 pn.children.insert(name.into());
             }
@@ -383,6 +366,7 @@ impl DataTree {
                     .insert(parent[quota::QUOTA_ROOT.len()..].to_string());
             }
         }
+        self.nodes.insert(path, node);
     }
 
     /// The deepest quota'd path at or above `path`, if any (ZooKeeper's

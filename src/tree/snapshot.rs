@@ -2,7 +2,7 @@
 //!
 //! Record: path, data (null kept), ACL, czxid, mzxid, pzxid, ctime, mtime, version,
 //! child_creates, aversion, ephemeralOwner. Children sets are not stored; loading
-//! rebuilds them from the paths ([`DataTree::relink`]).
+//! rebuilds them from the paths as it inserts ([`DataTree::insert_loaded`]).
 
 use super::{DataTree, Znode};
 use bytes::{BufMut, Bytes, BytesMut};
@@ -38,8 +38,9 @@ pub fn encode_nodes(
     None
 }
 
-/// Reads node records from one chunk into `tree` (unlinked; call
-/// [`DataTree::relink`] after the last chunk). Equal ACLs share one allocation.
+/// Reads node records from one chunk into `tree`, linking each to its parent. Equal
+/// ACLs share one allocation; a record whose ACL bytes equal the previous record's
+/// reuses it without decoding (most znodes share their parent's ACL).
 ///
 /// Errors: truncated or malformed records.
 pub fn decode_nodes(
@@ -49,14 +50,29 @@ pub fn decode_nodes(
 ) -> Result<usize, JuteError> {
     let mut d = Decoder::new(chunk);
     let mut count = 0;
+    let mut last_acl: Option<(Vec<u8>, Arc<Vec<Acl>>)> = None;
     while !d.is_empty() {
         let path: String = d.record()?;
         let data: Option<Bytes> = d.record()?;
-        let acl: Vec<Acl> = d.record()?;
-        let acl = acls
-            .entry(acl)
-            .or_insert_with_key(|k| Arc::new(k.clone()))
-            .clone();
+        let before = d.remaining();
+        let acl = match &last_acl {
+            // A record's encoding delimits itself, so a prefix equal to the previous
+            // ACL's whole encoding is that same ACL.
+            Some((bytes, shared)) if before.starts_with(bytes) => {
+                d.skip(bytes.len())?;
+                shared.clone()
+            }
+            _ => {
+                let decoded: Vec<Acl> = d.record()?;
+                let raw = &before[..before.len() - d.remaining().len()];
+                let shared = acls
+                    .entry(decoded)
+                    .or_insert_with_key(|k| Arc::new(k.clone()))
+                    .clone();
+                last_acl = Some((raw.to_vec(), shared.clone()));
+                shared
+            }
+        };
         let node = Znode {
             data,
             acl,
@@ -122,7 +138,6 @@ mod tests {
         for c in &chunks {
             decode_nodes(&mut back, c, &mut acls).unwrap();
         }
-        back.relink();
         assert_eq!(back.node_count(), t.node_count());
         for p in ["/", "/a", "/a/b", "/a-c", "/zookeeper", "/zookeeper/config"] {
             assert_eq!(back.get(p).unwrap().stat(), t.get(p).unwrap().stat(), "{p}");
