@@ -59,12 +59,27 @@ feed() { # TRANSCRIPT
 # so within one segment between markers, events can only race with the output of that
 # last command. canon() puts each segment's event lines (each "" + "WATCHER::" and
 # "" + "WatchedEvent ..." pair, in their own order) after the segment's other lines, and
-# drops the markers. Nothing is removed: events and their order are still compared.
+# drops the markers. Events and their order are still compared, with two exceptions that
+# the client alone decides: the "SyncConnected type:None" connection-state events are
+# dropped (zkCli prints the first one whenever its event thread gets to it, which under
+# load can be many commands later), and the *WatchRemoved events of one segment are
+# sorted among themselves (the Java client raises them for one removewatches -a in an
+# order its own threads decide).
 canon() {
   awk -v mark="$MARK" '
-    function flush(   i) {
+    function flush(   i, j, k, x, nrm) {
       for (i = 1; i <= nr; i++) print rest[i]
-      for (i = 1; i <= ne; i++) print ev[i]
+      nrm = 0
+      for (i = 2; i <= ne; i += 2) if (ev[i] ~ /WatchRemoved path:/) { slot[++nrm] = i; rm[nrm] = ev[i] }
+      for (i = 2; i <= nrm; i++) { x = rm[i]; j = i - 1
+        while (j > 0 && rm[j] > x) { rm[j + 1] = rm[j]; j-- }
+        rm[j + 1] = x }
+      for (k = 1; k <= nrm; k++) ev[slot[k]] = rm[k]
+      for (i = 1; i <= ne; i += 2) {
+        if (ev[i + 1] == "WATCHER::" && ev[i + 3] == "WatchedEvent state:SyncConnected type:None path:null") { i += 2; continue }
+        if (ev[i + 1] == "WatchedEvent state:SyncConnected type:None path:null") continue
+        print ev[i]; print ev[i + 1]
+      }
       nr = 0; ne = 0
     }
     { line[++n] = $0 }
