@@ -15,9 +15,12 @@ for j in netty-handler netty-common netty-buffer netty-transport netty-codec net
          snappy-java commons-io jline; do ZK_CP=$ZK_CP:/usr/share/java/$j.jar; done
 export ZK_CP
 
+# Each try is bounded: ZooKeeper 3.8 can leave a `ruok` connection open when it arrives
+# while the server is still starting (NPE in removeCnxn), which would hang a plain read.
 wait_ruok() { # PORT
+  local _
   for _ in $(seq 100); do
-    if [ "$(timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1 && printf ruok >&3 && cat <&3" 2>/dev/null)" = imok ]; then return 0; fi
+    if [ "$(timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf ruok >&3 && cat <&3' _ "$1" 2>/dev/null)" = imok ]; then return 0; fi
     sleep 0.2
   done
   return 1

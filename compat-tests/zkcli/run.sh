@@ -11,18 +11,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../lib.sh
 source "$HERE/../lib.sh"
 
-# lib.sh's wait_ruok reads the `ruok` answer with no time limit; ZooKeeper 3.8 can leave
-# such a connection open when `ruok` arrives while it is still starting (NPE in
-# removeCnxn, seen here), which hangs start_server for ever. Same check, bounded per try.
-wait_ruok() { # PORT
-  local _
-  for _ in $(seq 100); do
-    if [ "$(timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf ruok >&3 && cat <&3' _ "$1" 2>/dev/null)" = imok ]; then return 0; fi
-    sleep 0.2
-  done
-  return 1
-}
-
 A_KIND=${1:-zk}
 B_KIND=${2:-keel}
 PORT_A=${ZKCLI_PORT_A:-2110}
