@@ -113,29 +113,11 @@ impl RocksStorage {
             }
         }
 
-        let mut opts = Options::default();
+        let mut opts = db_options(wal_dir.as_deref());
         opts.create_if_missing(is_new);
         opts.create_missing_column_families(is_new);
-        opts.set_wal_recovery_mode(DBRecoveryMode::TolerateCorruptedTailRecords);
-        opts.set_track_and_verify_wals_in_manifest(true);
-        opts.set_paranoid_checks(true);
-        opts.set_compression_type(DBCompressionType::None);
-        opts.set_keep_log_file_num(KEEP_INFO_LOGS);
-        if let Some(wal_dir) = &wal_dir {
-            opts.set_wal_dir(wal_dir);
-        }
         if !is_new {
-            let found = DB::list_cf(&opts, &path).map_err(|e| rocks_error(&path, e))?;
-            if let Some(missing) = COLUMN_FAMILIES
-                .iter()
-                .find(|cf| !found.iter().any(|f| f == *cf))
-            {
-                return Err(StorageError::Corrupt {
-                    path,
-                    position: format!("column family {missing:?}"),
-                    what: format!("missing (found {found:?}): not a keel database?"),
-                });
-            }
+            check_column_families(&opts, &path)?;
         }
         let db = DB::open_cf(&opts, &path, COLUMN_FAMILIES).map_err(|e| rocks_error(&path, e))?;
         let mut storage = RocksStorage {
@@ -171,28 +153,8 @@ impl RocksStorage {
             (Ok(d), Ok(l)) if d != l => Some(log_dir.join(WAL_DIR)),
             _ => None,
         };
-        let mut opts = Options::default();
-        opts.set_wal_recovery_mode(DBRecoveryMode::TolerateCorruptedTailRecords);
-        // Must match the read-write open: with WAL tracking off, RocksDB tries to clear
-        // the MANIFEST's tracked WALs, which a read-only open cannot do (RocksDB 11.8
-        // crashes on it).
-        opts.set_track_and_verify_wals_in_manifest(true);
-        opts.set_paranoid_checks(true);
-        opts.set_compression_type(DBCompressionType::None);
-        if let Some(wal_dir) = &wal_dir {
-            opts.set_wal_dir(wal_dir);
-        }
-        let found = DB::list_cf(&opts, &path).map_err(|e| rocks_error(&path, e))?;
-        if let Some(missing) = COLUMN_FAMILIES
-            .iter()
-            .find(|cf| !found.iter().any(|f| f == *cf))
-        {
-            return Err(StorageError::Corrupt {
-                path,
-                position: format!("column family {missing:?}"),
-                what: format!("missing (found {found:?}): not a keel database?"),
-            });
-        }
+        let opts = db_options(wal_dir.as_deref());
+        check_column_families(&opts, &path)?;
         let db = DB::open_cf_for_read_only(&opts, &path, COLUMN_FAMILIES, false)
             .map_err(|e| rocks_error(&path, e))?;
         let mut storage = RocksStorage {
@@ -607,6 +569,38 @@ fn chunk_range(zxid: i64) -> (Vec<u8>, Vec<u8>) {
 
 fn marker_key(zxid: i64) -> String {
     format!("{SNAPSHOT_MARKER_PREFIX}{zxid:016x}")
+}
+
+/// The options of every open, read-write or read-only. One place on purpose: a
+/// read-only open whose options differ from the read-write ones (WAL tracking off) makes
+/// RocksDB 11.8 try to edit the MANIFEST it cannot write, and crash.
+fn db_options(wal_dir: Option<&Path>) -> Options {
+    let mut opts = Options::default();
+    opts.set_wal_recovery_mode(DBRecoveryMode::TolerateCorruptedTailRecords);
+    opts.set_track_and_verify_wals_in_manifest(true);
+    opts.set_paranoid_checks(true);
+    opts.set_compression_type(DBCompressionType::None);
+    opts.set_keep_log_file_num(KEEP_INFO_LOGS);
+    if let Some(wal_dir) = wal_dir {
+        opts.set_wal_dir(wal_dir);
+    }
+    opts
+}
+
+/// Refuses an existing database that lacks one of keel's column families.
+fn check_column_families(opts: &Options, path: &Path) -> Result<(), StorageError> {
+    let found = DB::list_cf(opts, path).map_err(|e| rocks_error(path, e))?;
+    if let Some(missing) = COLUMN_FAMILIES
+        .iter()
+        .find(|cf| !found.iter().any(|f| f == *cf))
+    {
+        return Err(StorageError::Corrupt {
+            path: path.to_path_buf(),
+            position: format!("column family {missing:?}"),
+            what: format!("missing (found {found:?}): not a keel database?"),
+        });
+    }
+    Ok(())
 }
 
 impl Drop for RocksStorage {
