@@ -27,10 +27,14 @@ suite() { # NAME CMD...
 
 suite rust cargo test --release --locked --workspace
 suite zkcli-differential bash "$HERE/zkcli/run.sh" zk keel
+suite admin-differential bash "$HERE/admin/run.sh"
+suite metrics bash "$HERE/admin/metrics.sh"
 suite c-client bash "$HERE/cclient/run.sh" keel
 suite curator bash "$HERE/curator/run.sh" keel
 suite recipes bash "$HERE/recipes/run.sh" keel
 suite kazoo bash "$HERE/kazoo/run.sh" keel
+suite tls bash "$HERE/tls/run.sh"
+suite migrate bash "$HERE/migrate/run.sh"
 
 echo
 [ ${#failures[@]} -eq 0 ] || echo "failed suites: ${failures[*]}"

@@ -65,6 +65,166 @@ impl FourLetterWhitelist {
     }
 }
 
+/// `ssl.clientAuth`: whether the secure client port asks for a client certificate.
+///
+/// Source: ZooKeeper 3.8 `X509Util.ClientAuth`; the value is matched case-insensitively
+/// and an empty value means `need`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// Require a certificate the trust store vouches for (ZooKeeper's default).
+    #[default]
+    Need,
+    /// Ask for one; a client without a certificate may still connect.
+    Want,
+    /// Do not ask.
+    None,
+}
+
+/// The file formats ZooKeeper accepts for `ssl.keyStore.type` / `ssl.trustStore.type`
+/// (ZooKeeper 3.8 `KeyStoreFileType`). keel reads PEM and JKS; see `net::keystore`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreType {
+    /// PEM text: certificates and (in a key store) a private key.
+    Pem,
+    /// Java's original key store format.
+    Jks,
+    /// PKCS #12 (`.p12`).
+    Pkcs12,
+    /// Bouncy Castle FIPS key store.
+    Bcfks,
+}
+
+impl StoreType {
+    /// Parses a `*.type` value as ZooKeeper does (case-insensitive name; empty = unset).
+    fn parse(value: &str) -> Result<Option<StoreType>, String> {
+        match value.to_ascii_uppercase().as_str() {
+            "" => Ok(None),
+            "PEM" => Ok(Some(StoreType::Pem)),
+            "JKS" => Ok(Some(StoreType::Jks)),
+            "PKCS12" => Ok(Some(StoreType::Pkcs12)),
+            "BCFKS" => Ok(Some(StoreType::Bcfks)),
+            _ => Err("expected PEM, JKS, PKCS12 or BCFKS".to_string()),
+        }
+    }
+}
+
+/// TLS settings of the secure client port: ZooKeeper's `ssl.*` keys (its
+/// `X509Util`/`ClientX509Util`), from zoo.cfg or as `zookeeper.ssl.*` system properties.
+/// Values are kept as given; `net::tls` reads the files and checks that the settings
+/// fit together when `secureClientPort` is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SslConfig {
+    /// `ssl.keyStore.location`: the server's private key and certificate chain.
+    pub key_store_location: Option<PathBuf>,
+    /// `ssl.keyStore.password` (empty = none).
+    pub key_store_password: Option<String>,
+    /// `ssl.keyStore.passwordPath`: a file holding the password; wins over the password.
+    pub key_store_password_path: Option<PathBuf>,
+    /// `ssl.keyStore.type`; `None` = from the file name's extension, as ZooKeeper does.
+    pub key_store_type: Option<StoreType>,
+    /// `ssl.trustStore.location`: the certificates that vouch for client certificates.
+    pub trust_store_location: Option<PathBuf>,
+    /// `ssl.trustStore.password` (empty = none).
+    pub trust_store_password: Option<String>,
+    /// `ssl.trustStore.passwordPath`: a file holding the password; wins over the password.
+    pub trust_store_password_path: Option<PathBuf>,
+    /// `ssl.trustStore.type`; `None` = from the file name's extension.
+    pub trust_store_type: Option<StoreType>,
+    /// `ssl.clientAuth` (need).
+    pub client_auth: ClientAuth,
+    /// `ssl.protocol` ("TLSv1.2"): the protocol enabled when `ssl.enabledProtocols` is unset.
+    pub protocol: String,
+    /// `ssl.enabledProtocols`: comma-separated protocol names.
+    pub enabled_protocols: Option<Vec<String>>,
+    /// `ssl.ciphersuites`: comma-separated cipher suite names (Java/IANA names).
+    pub cipher_suites: Option<Vec<String>>,
+    /// `ssl.hostnameVerification` (true). ZooKeeper's server never checks client host
+    /// names on the client port, so keel only records it.
+    pub hostname_verification: bool,
+    /// `ssl.crl` (false): certificate revocation lists; keel refuses `true`.
+    pub crl: bool,
+    /// `ssl.ocsp` (false): OCSP revocation checks; keel refuses `true`.
+    pub ocsp: bool,
+    /// `ssl.context.supplier.class`: a Java class keel cannot load; refused when set.
+    pub context_supplier_class: Option<String>,
+}
+
+impl Default for SslConfig {
+    fn default() -> Self {
+        SslConfig {
+            key_store_location: None,
+            key_store_password: None,
+            key_store_password_path: None,
+            key_store_type: None,
+            trust_store_location: None,
+            trust_store_password: None,
+            trust_store_password_path: None,
+            trust_store_type: None,
+            client_auth: ClientAuth::Need,
+            protocol: "TLSv1.2".to_string(),
+            enabled_protocols: None,
+            cipher_suites: None,
+            hostname_verification: true,
+            crl: false,
+            ocsp: false,
+            context_supplier_class: None,
+        }
+    }
+}
+
+impl SslConfig {
+    /// Applies one `ssl.*` key (without the `zookeeper.` prefix). Returns whether keel
+    /// uses it (the quorum's `ssl.quorum.*` keys and port-unification tuning are not).
+    /// Booleans are read like ZooKeeper's `ZKConfig.getBoolean`: `true` in any case is
+    /// true, anything else false.
+    fn apply(&mut self, key: &str, value: &str) -> Result<bool, String> {
+        let text = |v: &str| Some(v.to_string()).filter(|v| !v.is_empty());
+        let path = |v: &str| Some(PathBuf::from(v)).filter(|_| !v.is_empty());
+        let list = |v: &str| {
+            Some(
+                v.split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let flag = |v: &str| v.trim().eq_ignore_ascii_case("true");
+        match key {
+            "ssl.keyStore.location" => self.key_store_location = path(value),
+            "ssl.keyStore.password" => self.key_store_password = text(value),
+            "ssl.keyStore.passwordPath" => self.key_store_password_path = path(value),
+            "ssl.keyStore.type" => self.key_store_type = StoreType::parse(value)?,
+            "ssl.trustStore.location" => self.trust_store_location = path(value),
+            "ssl.trustStore.password" => self.trust_store_password = text(value),
+            "ssl.trustStore.passwordPath" => self.trust_store_password_path = path(value),
+            "ssl.trustStore.type" => self.trust_store_type = StoreType::parse(value)?,
+            "ssl.clientAuth" => {
+                self.client_auth = match value.to_ascii_lowercase().as_str() {
+                    "" | "need" => ClientAuth::Need,
+                    "want" => ClientAuth::Want,
+                    "none" => ClientAuth::None,
+                    _ => return Err("expected need, want or none".to_string()),
+                }
+            }
+            "ssl.protocol" => {
+                self.protocol = if value.is_empty() {
+                    "TLSv1.2".to_string()
+                } else {
+                    value.to_string()
+                }
+            }
+            "ssl.enabledProtocols" => self.enabled_protocols = list(value),
+            "ssl.ciphersuites" => self.cipher_suites = list(value),
+            "ssl.hostnameVerification" => self.hostname_verification = flag(value),
+            "ssl.crl" => self.crl = flag(value),
+            "ssl.ocsp" => self.ocsp = flag(value),
+            "ssl.context.supplier.class" => self.context_supplier_class = text(value),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
 /// One `server.N=host:quorumPort:electionPort[:participant|observer][;[clientAddr:]clientPort]`
 /// line: a member of the ensemble.
 ///
@@ -196,6 +356,15 @@ pub struct Config {
     pub client_port_address: Option<String>,
     /// `secureClientPort`: TLS client port; `None` when unset or 0.
     pub secure_client_port: Option<u16>,
+    /// `secureClientPortAddress`: address to bind the secure client port to (default:
+    /// all interfaces).
+    pub secure_client_port_address: Option<String>,
+    /// The `ssl.*` settings of the secure client port.
+    pub ssl: SslConfig,
+    /// `X509AuthenticationProvider.superUser` / property
+    /// `zookeeper.X509AuthenticationProvider.superUser`: the subject DN (RFC 2253, as
+    /// Java prints it) of a client certificate that passes every ACL check.
+    pub x509_super_user: Option<String>,
     /// `maxClientCnxns`: connections allowed per client IP (60; 0 = unlimited).
     pub max_client_cnxns: u32,
     /// `minSessionTimeout` in ms; 2 x tickTime when not given (ZooKeeper's rule, applied
@@ -227,6 +396,9 @@ pub struct Config {
     pub metrics_provider_class_name: Option<String>,
     /// `metricsProvider.httpPort`: Prometheus exporter port (7000).
     pub metrics_provider_http_port: u16,
+    /// `metricsProvider.httpHost`: Prometheus exporter bind address ("0.0.0.0"), as
+    /// ZooKeeper's `PrometheusMetricsProvider.configure` reads it.
+    pub metrics_provider_http_host: String,
     /// `reconfigEnabled`: allow the `reconfig` operation (false).
     pub reconfig_enabled: bool,
     /// `standaloneEnabled`: a single participant runs standalone (true). When false, even
@@ -263,6 +435,9 @@ pub struct Config {
     pub unknown_keys: Vec<(usize, String)>,
     /// Every key and value in file order (duplicates included), for the `conf` command.
     pub entries: Vec<(String, String)>,
+    /// The zoo.cfg text as [`Config::load`] read it (ZooKeeper's `initialConfig`, which
+    /// the AdminServer's `initial_configuration` shows); empty after [`Config::parse`].
+    pub initial_config: String,
 }
 
 impl Default for Config {
@@ -277,6 +452,9 @@ impl Default for Config {
             client_port: None,
             client_port_address: None,
             secure_client_port: None,
+            secure_client_port_address: None,
+            ssl: SslConfig::default(),
+            x509_super_user: None,
             max_client_cnxns: 60,
             min_session_timeout_ms: 2 * tick_time_ms,
             max_session_timeout_ms: 20 * tick_time_ms,
@@ -291,6 +469,7 @@ impl Default for Config {
             admin_command_url: "/commands".to_string(),
             metrics_provider_class_name: None,
             metrics_provider_http_port: 7000,
+            metrics_provider_http_host: "0.0.0.0".to_string(),
             reconfig_enabled: false,
             standalone_enabled: true,
             servers: Vec::new(),
@@ -304,6 +483,7 @@ impl Default for Config {
             dynamic_config_file: None,
             unknown_keys: Vec::new(),
             entries: Vec::new(),
+            initial_config: String::new(),
         }
     }
 }
@@ -351,6 +531,7 @@ const PASS_THROUGH_KEYS: &[&str] = &[
     "admin.commandURL",
     "extendedTypesEnabled",
     "DigestAuthenticationProvider.superDigest",
+    "X509AuthenticationProvider.superUser",
     "enforceQuota",
 ];
 
@@ -421,6 +602,7 @@ impl Config {
         };
         let text = read_file(path)?;
         let mut config = Config::parse(&text).map_err(in_file)?;
+        config.initial_config = text;
         if let Some(dynamic) = config.dynamic_config_file.clone() {
             config.read_dynamic_config(&dynamic)?;
         }
@@ -502,7 +684,8 @@ impl Config {
     /// `zookeeper.<key>` for the keys ZooKeeper passes through from zoo.cfg
     /// (`zookeeper.extendedTypesEnabled`, `zookeeper.DigestAuthenticationProvider.superDigest`,
     /// `zookeeper.enforceQuota`, `zookeeper.snapCount`, `zookeeper.globalOutstandingLimit`,
-    /// `zookeeper.forceSync`, `zookeeper.4lw.commands.whitelist`, `zookeeper.admin.*`),
+    /// `zookeeper.forceSync`, `zookeeper.4lw.commands.whitelist`, `zookeeper.admin.*`,
+    /// `zookeeper.ssl.*`, `zookeeper.X509AuthenticationProvider.superUser`),
     /// and the bare names `jute.maxbuffer` and `znode.container.checkIntervalMs`.
     /// Other properties are ignored.
     ///
@@ -512,7 +695,7 @@ impl Config {
     /// Errors: [`ConfigError::BadProperty`] when the value does not parse.
     pub fn apply_system_property(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
         let key = match name.strip_prefix("zookeeper.") {
-            Some(key) if PASS_THROUGH_KEYS.contains(&key) => key,
+            Some(key) if PASS_THROUGH_KEYS.contains(&key) || key.starts_with("ssl.") => key,
             _ if JVM_ONLY_KEYS.contains(&name) => name,
             _ => return Ok(()),
         };
@@ -592,12 +775,13 @@ impl Config {
                 self.metrics_provider_class_name = Some(value.to_string())
             }
             "metricsProvider.httpPort" => self.metrics_provider_http_port = parse_port(value)?,
+            "metricsProvider.httpHost" => self.metrics_provider_http_host = value.to_string(),
             "reconfigEnabled" => self.reconfig_enabled = parse_bool(value)?,
             "standaloneEnabled" => self.standalone_enabled = parse_bool(value)?,
             "dynamicConfigFile" => self.dynamic_config_file = Some(parse_path(value)?),
             "secureClientPortAddress" => {
                 pending.secure_client_port_address = true;
-                return Ok(false);
+                self.secure_client_port_address = Some(value.to_string());
             }
             "electionAlg" => {
                 if value.parse::<i32>() != Ok(3) {
@@ -667,6 +851,10 @@ impl Config {
                 self.super_digest = Some(value.to_string())
             }
             "enforceQuota" => self.enforce_quota = parse_bool(value)?,
+            "X509AuthenticationProvider.superUser" => {
+                self.x509_super_user = Some(value.to_string())
+            }
+            _ if key.starts_with("ssl.") => return self.ssl.apply(key, value),
             "jute.maxbuffer" => {
                 self.jute_max_buffer = value.parse::<usize>().map_err(|_| not_integer(value))?;
                 if self.jute_max_buffer == 0 {
@@ -1068,7 +1256,7 @@ fn unescape(text: &str) -> String {
 /// Splits a flag string into words: whitespace separates, single quotes keep everything,
 /// double quotes keep everything but `\"` and `\\`, and a backslash outside quotes
 /// escapes the next character.
-fn split_shell_words(text: &str) -> Vec<String> {
+pub(crate) fn split_shell_words(text: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut word = String::new();
     let mut in_word = false;
@@ -1257,16 +1445,55 @@ mod tests {
             [
                 "serverCnxnFactory",
                 "authProvider.1",
-                "ssl.keyStore.location",
-                "ssl.keyStore.password",
-                "ssl.trustStore.location",
-                "ssl.trustStore.password",
                 "localSessionsEnabled",
                 "localSessionsUpgradingEnabled",
             ]
         );
         assert_eq!(c.unknown_keys[0].0, 7);
         assert_eq!(c.entries.len(), 16);
+        assert_eq!(
+            c.ssl.key_store_location,
+            Some(PathBuf::from("/tmp/kazoo/ssl/keystore.jks"))
+        );
+        assert_eq!(c.ssl.key_store_password.as_deref(), Some("password"));
+        assert_eq!(c.ssl.trust_store_password.as_deref(), Some("password"));
+    }
+
+    #[test]
+    fn ssl_keys_from_file_and_properties() {
+        let mut c = parse(
+            "dataDir=/d\nsecureClientPort=2281\nsecureClientPortAddress=127.0.0.1\n\
+             ssl.keyStore.location=/k.pem\nssl.keyStore.type=pem\nssl.clientAuth=WANT\n\
+             ssl.enabledProtocols=TLSv1.2, TLSv1.3\nssl.hostnameVerification=no\n\
+             ssl.quorum.keyStore.location=/q.jks\n",
+        );
+        assert_eq!(c.secure_client_port_address.as_deref(), Some("127.0.0.1"));
+        assert_eq!(c.ssl.key_store_location, Some(PathBuf::from("/k.pem")));
+        assert_eq!(c.ssl.key_store_type, Some(StoreType::Pem));
+        assert_eq!(c.ssl.client_auth, ClientAuth::Want);
+        assert_eq!(
+            c.ssl.enabled_protocols,
+            Some(vec!["TLSv1.2".to_string(), "TLSv1.3".to_string()])
+        );
+        assert!(!c.ssl.hostname_verification);
+        assert_eq!(c.ssl.protocol, "TLSv1.2");
+        let unknown: Vec<&str> = c.unknown_keys.iter().map(|(_, k)| k.as_str()).collect();
+        assert_eq!(unknown, ["ssl.quorum.keyStore.location"]);
+        // System properties fill what zoo.cfg leaves unset; zoo.cfg wins otherwise.
+        c.apply_system_property("zookeeper.ssl.trustStore.location", "/t.pem")
+            .unwrap();
+        c.apply_system_property("zookeeper.ssl.keyStore.location", "/other.pem")
+            .unwrap();
+        c.apply_system_property("zookeeper.X509AuthenticationProvider.superUser", "CN=root")
+            .unwrap();
+        assert_eq!(c.ssl.trust_store_location, Some(PathBuf::from("/t.pem")));
+        assert_eq!(c.ssl.key_store_location, Some(PathBuf::from("/k.pem")));
+        assert_eq!(c.x509_super_user.as_deref(), Some("CN=root"));
+        assert!(c
+            .apply_system_property("zookeeper.ssl.trustStore.type", "zip")
+            .is_err());
+        assert!(error("dataDir=/d\nssl.keyStore.type=zip\n").contains("ssl.keyStore.type"));
+        assert!(error("dataDir=/d\nssl.clientAuth=maybe\n").contains("ssl.clientAuth"));
     }
 
     #[test]

@@ -15,9 +15,13 @@
 //! - [`net`]: tokio listener and connections; the only layer that does I/O.
 //! - [`storage`]: what lives in dataDir (so far the epoch).
 //! - [`admin`]: four-letter words.
+//! - [`import`]: `keel import-zookeeper`: a ZooKeeper dataDir into a new keel store.
+//! - [`logging`]: log level from RUST_LOG, zoo.cfg or `zookeeper.root.logger`.
 
 pub mod admin;
 pub mod config;
+pub mod import;
+pub mod logging;
 pub mod net;
 pub mod proto;
 pub mod server;

@@ -2,6 +2,10 @@
 //! zoo.cfg, like ZooKeeper's QuorumPeerMain. `-D` properties (and `-D` flags found in
 //! the SERVER_JVMFLAGS environment variable) are read as ZooKeeper reads JVM system
 //! properties, e.g. `-Dzookeeper.DigestAuthenticationProvider.superDigest=...`.
+//!
+//! `keel import-zookeeper [--log-dir DIR] ZK_DATADIR KEEL_DATADIR`: move a ZooKeeper
+//! dataDir into a new keel store (see `keel::import`); progress and the reason for a
+//! refusal go to stderr, and a refusal exits non-zero with nothing written.
 
 use clap::Parser;
 use keel::config::Config;
@@ -11,14 +15,50 @@ use std::process::ExitCode;
 #[derive(Parser, Debug)]
 #[command(
     version,
-    about = "A coordination server that speaks ZooKeeper's client protocol"
+    about = "A coordination server that speaks ZooKeeper's client protocol",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
 )]
 struct Args {
     /// A JVM-style system property, NAME=VALUE (repeatable).
     #[arg(short = 'D', value_name = "NAME=VALUE")]
     properties: Vec<String>,
     /// Path to zoo.cfg.
-    config: PathBuf,
+    #[arg(required = true, value_name = "CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Import an Apache ZooKeeper 3.x dataDir (its newest valid snapshot and the txn
+    /// logs after it) into a new keel store: znodes, ACLs, every Stat field, sessions
+    /// and their ephemerals, at ZooKeeper's last zxid.
+    ImportZookeeper(ImportArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ImportArgs {
+    /// ZooKeeper's dataDir (or its version-2 folder); only read.
+    #[arg(value_name = "ZK_DATADIR")]
+    zk_data_dir: PathBuf,
+    /// keel's dataDir: the store is created as KEEL_DATADIR/keel-db, which must not
+    /// exist yet.
+    #[arg(value_name = "KEEL_DATADIR")]
+    keel_data_dir: PathBuf,
+    /// ZooKeeper's dataLogDir, when its txn logs live apart from its dataDir.
+    #[arg(long, value_name = "DIR")]
+    log_dir: Option<PathBuf>,
+    /// keel's dataLogDir, when keel will run with one set apart from its dataDir.
+    #[arg(long, value_name = "DIR")]
+    keel_log_dir: Option<PathBuf>,
+    /// The jute.maxbuffer ZooKeeper ran with, bytes (bounds a txn log record).
+    #[arg(long, value_name = "BYTES", default_value_t = keel::import::txnlog::DEFAULT_JUTE_MAXBUFFER)]
+    jute_maxbuffer: usize,
+    /// Import even if the tree digests ZooKeeper recorded disagree with the rebuilt tree.
+    #[arg(long)]
+    ignore_digests: bool,
 }
 
 fn main() -> ExitCode {
@@ -32,7 +72,14 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    let mut config = match Config::load(&args.config) {
+    if let Some(Command::ImportZookeeper(a)) = args.command {
+        return import_zookeeper(a);
+    }
+    let Some(config_path) = args.config.as_ref() else {
+        eprintln!("keel: missing PATH/zoo.cfg");
+        return ExitCode::from(2);
+    };
+    let mut config = match Config::load(config_path) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("keel: {e}");
@@ -72,6 +119,55 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("keel: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `keel import-zookeeper`: runs the import, printing progress and a summary on stderr.
+fn import_zookeeper(a: ImportArgs) -> ExitCode {
+    let opts = keel::import::Options {
+        zk_data_dir: a.zk_data_dir,
+        zk_log_dir: a.log_dir,
+        keel_data_dir: a.keel_data_dir,
+        keel_log_dir: a.keel_log_dir,
+        jute_maxbuffer: a.jute_maxbuffer,
+        check_digests: !a.ignore_digests,
+    };
+    let mut report = |line: &str| eprintln!("keel import-zookeeper: {line}");
+    match keel::import::run(&opts, &mut report) {
+        Ok(s) => {
+            for w in &s.warnings {
+                eprintln!("keel import-zookeeper: warning: {w}");
+            }
+            if s.unreachable > 0 || s.dead_session_ephemerals > 0 {
+                eprintln!(
+                    "keel import-zookeeper: left out {} unreachable znodes and {} ephemerals of sessions that no longer exist, as ZooKeeper does",
+                    s.unreachable, s.dead_session_ephemerals
+                );
+            }
+            eprintln!(
+                "keel import-zookeeper: imported {} znodes ({} ephemeral) and {} sessions at zxid 0x{:x} from {} (zxid 0x{:x}) plus {} txns in {} log files; {} ZooKeeper digests matched; {} written in {:.2} s",
+                s.written.znodes,
+                s.written.ephemerals,
+                s.written.sessions,
+                s.last_zxid,
+                s.snapshot.display(),
+                s.snapshot_zxid,
+                s.replay.txns,
+                s.log_files,
+                s.replay.digests_matched,
+                opts.keel_data_dir.join(keel::storage::rocks::DB_DIR).display(),
+                s.elapsed.as_secs_f64()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("keel import-zookeeper: refused: {e}");
+            eprintln!(
+                "keel import-zookeeper: nothing was written to {}",
+                opts.keel_data_dir.display()
+            );
             ExitCode::FAILURE
         }
     }

@@ -47,7 +47,7 @@ fn start(extra: &str) -> Keel {
     let cfg = dir.join("zoo.cfg");
     std::fs::write(
         &cfg,
-        format!("tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=ruok,srvr\nmaxClientCnxns=0\n{extra}\n", dir.join("data").display()),
+        format!("tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=ruok,srvr\nmaxClientCnxns=0\nadmin.enableServer=false\n{extra}\n", dir.join("data").display()),
     )
     .unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_keel"))

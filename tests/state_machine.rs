@@ -788,3 +788,144 @@ fn failed_multi_leaves_no_outstanding_changes() {
         "{got:?}"
     );
 }
+
+/// Opens connection `conn` whose TLS client certificate gave it `ids`, then a session.
+fn connect_with_certificate(h: &mut Harness, conn: u64, ids: Vec<Id>) {
+    h.server.handle(
+        h.now,
+        Input::Connected {
+            conn,
+            addr: "127.0.0.1:5001".parse().unwrap(),
+        },
+    );
+    h.server.handle(h.now, Input::Authenticated { conn, ids });
+    h.server.handle(
+        h.now,
+        Input::Handshake {
+            conn,
+            req: ConnectRequest {
+                protocol_version: 0,
+                last_zxid_seen: 0,
+                time_out_ms: 30000,
+                session_id: 0,
+                passwd: Bytes::from_static(&[0; 16]),
+                read_only: false,
+            },
+        },
+    );
+    assert!(matches!(h.out(conn).as_slice(), [Got::Connected { .. }]));
+}
+
+fn x509(dn: &str) -> Id {
+    Id {
+        scheme: "x509".into(),
+        id: dn.into(),
+    }
+}
+
+fn get_data_err(h: &mut Harness, conn: u64, xid: i32, path: &str) -> i32 {
+    h.request(
+        conn,
+        xid,
+        op::GET_DATA,
+        Request::GetData(PathWatchRequest {
+            path: path.into(),
+            watch: false,
+        }),
+    );
+    match h.out(conn).as_slice() {
+        [Got::Reply { err, .. }] => *err,
+        other => panic!("unexpected getData output {other:?}"),
+    }
+}
+
+fn x509_auth(h: &mut Harness, conn: u64) -> Vec<Got> {
+    h.request(
+        conn,
+        -4,
+        op::AUTH,
+        Request::Auth(AuthPacket {
+            auth_type: 0,
+            scheme: "x509".into(),
+            auth: Bytes::new(),
+        }),
+    );
+    h.out(conn)
+}
+
+/// ZooKeeper's X509AuthenticationProvider: a verified client certificate makes the
+/// connection `x509:<subject DN>` from connect time; an `x509` ACL matches that DN
+/// exactly; the configured x509 super user passes every check.
+#[test]
+fn x509_acl_matches_the_certificate_subject() {
+    let mut h = Harness::new();
+    let alice = "CN=alice,O=keel";
+    connect_with_certificate(&mut h, 1, vec![x509(alice)]);
+    let acl = vec![Acl {
+        perms: 31,
+        id: x509(alice),
+    }];
+    let req = Request::Create(CreateOp {
+        opcode: op::CREATE,
+        path: "/x".into(),
+        data: Some(Bytes::from_static(b"secret")),
+        acl: acl.clone(),
+        flags: 0,
+        ttl_ms: 0,
+    });
+    h.request(1, 1, op::CREATE, req);
+    assert!(matches!(h.out(1).as_slice(), [Got::Reply { err: 0, .. }]));
+    assert_eq!(
+        get_data_err(&mut h, 1, 2, "/x"),
+        0,
+        "the certificate's DN reads"
+    );
+    h.request(
+        1,
+        3,
+        op::GET_ACL,
+        Request::GetAcl(PathRequest { path: "/x".into() }),
+    );
+    let got = h.out(1);
+    let [Got::Reply { err: 0, body, .. }] = got.as_slice() else {
+        panic!("getAcl failed");
+    };
+    assert_eq!(decode_all::<GetAclResponse>(body).unwrap().acl, acl);
+
+    // Another certificate, a prefix of the DN, and no certificate: NOAUTH.
+    connect_with_certificate(&mut h, 2, vec![x509("CN=mallory,O=keel")]);
+    assert_eq!(get_data_err(&mut h, 2, 1, "/x"), -102);
+    connect_with_certificate(&mut h, 3, vec![x509("CN=alice")]);
+    assert_eq!(get_data_err(&mut h, 3, 1, "/x"), -102);
+    h.connect(4, 30000);
+    assert_eq!(get_data_err(&mut h, 4, 1, "/x"), -102);
+
+    // addauth x509 succeeds only with a certificate; without one it fails and closes.
+    assert!(matches!(
+        x509_auth(&mut h, 1).as_slice(),
+        [Got::Reply {
+            xid: -4,
+            err: 0,
+            ..
+        }]
+    ));
+    assert!(matches!(
+        x509_auth(&mut h, 4).as_slice(),
+        [Got::Reply { err: -115, .. }, Got::Close]
+    ));
+
+    // The x509 super user (X509AuthenticationProvider.superUser) passes every check.
+    let root = "CN=root,O=keel";
+    connect_with_certificate(
+        &mut h,
+        5,
+        vec![
+            Id {
+                scheme: "super".into(),
+                id: root.into(),
+            },
+            x509(root),
+        ],
+    );
+    assert_eq!(get_data_err(&mut h, 5, 1, "/x"), 0);
+}

@@ -414,3 +414,23 @@ fn rocks_wal_damage_before_the_tail_is_refused() {
         ),
     }
 }
+
+#[test]
+fn rocks_close_keeps_everything_and_leaves_no_wal_to_replay() {
+    let dir = TempDir::new("close");
+    {
+        let mut store = open(dir.path());
+        store.append(&[entry(1), entry(2)], true).unwrap();
+        store.append(&[entry(3)], false).unwrap();
+        store.close().unwrap();
+    }
+    // Everything is in table files now: the live WAL holds no txn.
+    let wal = newest_wal(&dir.path().join(rocks::DB_DIR));
+    let bytes = std::fs::read(&wal).unwrap();
+    assert!(
+        !bytes.windows(4).any(|w| w == b"txn "),
+        "WAL {} still holds txns after close",
+        wal.display()
+    );
+    assert_eq!(read_zxids(&open(dir.path())), [1, 2, 3]);
+}

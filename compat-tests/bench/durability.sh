@@ -23,8 +23,8 @@
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=../lib.sh
-source "$HERE/../lib.sh"   # ZK_CP, KEEL_BIN
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"   # ZK_CP, KEEL_BIN, server control (write_cfg, spawn, stop), median
 
 QUICK=0; ROUNDS=3; DO_KEEL=1; DO_ZK=1
 while [ $# -gt 0 ]; do
@@ -50,16 +50,13 @@ fi
 SIZE=100
 LAST=$(printf '/zkload/k%08d' $((FILL - 1)))
 
-if command -v taskset >/dev/null; then PIN_S=(taskset -c 0); PIN_C=(taskset -c 1)
-else PIN_S=(); PIN_C=(); echo "note: taskset missing, running unpinned" >&2; fi
+bench_pins
 
 mkdir -p "$WORK/raw"
 gcc -O2 -o "$WORK/zkload" "${ZKLOAD_SRC:-$ROOT/../shared/tools/zkload.c}" || exit 1
 gcc -O2 -o "$WORK/firstread" "$HERE/firstread.c" || exit 1
 RES=$WORK/raw/values      # lines: KEY KIND VALUE
 : > "$RES"
-log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
-put() { echo "$1 $2 $3" >> "$RES"; }
 
 KINDS=()
 [ $DO_ZK = 1 ] && KINDS+=(zk)
@@ -68,72 +65,6 @@ if [ $DO_KEEL = 1 ]; then
 fi
 declare -A NOTE PORT
 PORT[zk]=$PORT_ZK; PORT[keel]=$PORT_KEEL
-
-# ---- server control -------------------------------------------------------------------
-write_cfg() { # KIND DIR
-  local port=${PORT[$1]}
-  mkdir -p "$2/data"
-  cat > "$2/zoo.cfg" <<CFG
-tickTime=2000
-dataDir=$2/data
-clientPort=$port
-maxClientCnxns=0
-admin.enableServer=false
-4lw.commands.whitelist=*
-snapCount=100000
-forceSync=yes
-CFG
-}
-
-server_cmd() { # KIND DIR -> command words in CMD
-  case $1 in
-  zk) CMD=("${PIN_S[@]}" /usr/bin/java "-Xmx$ZK_HEAP" -cp "$ZK_CP" ${ZK_JVMFLAGS:-}
-           -Dorg.slf4j.simpleLogger.showDateTime=true -Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS
-           org.apache.zookeeper.server.quorum.QuorumPeerMain "$2/zoo.cfg") ;;
-  keel) CMD=("${PIN_S[@]}" "$KEEL_BIN" "$2/zoo.cfg") ;;
-  esac
-}
-
-# spawn KIND DIR PATH EXPECTLEN TIMEOUT -> prints firstread's line; pid in DIR/pid
-spawn() {
-  local kind=$1 dir=$2 path=$3 len=$4 to=$5 n
-  server_cmd "$kind" "$dir"
-  n=$(ls "$dir"/log.* 2>/dev/null | wc -l)
-  "${PIN_C[@]}" "$WORK/firstread" -s "127.0.0.1:${PORT[$kind]}" -P "$path" -z "$len" -t "$to" \
-    -l "$dir/log.$n" -o "$dir/pid" -- "${CMD[@]}"
-}
-
-alive() { # PID: some thread still running. A JVM's leader thread can show as a zombie
-  # while its other threads (and the listening socket) live on, so count tasks.
-  [ -d "/proc/$1" ] || return 1
-  grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null || return 0
-  [ "$(ls "/proc/$1/task" 2>/dev/null | wc -l)" -gt 1 ]
-}
-
-port_free() { # PORT: nothing accepts connections on it any more
-  ! timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
-}
-
-stop() { # DIR: SIGTERM, wait for exit (up to 120 s), then SIGKILL
-  local dir=$1 pid
-  [ -f "$dir/pid" ] || return 0
-  pid=$(cat "$dir/pid"); rm -f "$dir/pid"
-  kill -TERM "$pid" 2>/dev/null || return 0
-  local gone=0
-  for _ in $(seq 1200); do alive "$pid" || { gone=1; break; }; sleep 0.1; done
-  if [ $gone = 0 ]; then
-    echo "warning: pid $pid did not exit 120 s after SIGTERM; killing" >&2
-    kill -9 "$pid" 2>/dev/null || true
-  fi
-  local port; port=$(sed -n 's/^clientPort=//p' "$dir/zoo.cfg")
-  for _ in $(seq 300); do port_free "$port" && return 0; sleep 0.1; done
-  echo "warning: port $port still accepting connections after pid $pid exited" >&2
-}
-
-rss_mb() { # DIR
-  local pid; pid=$(cat "$1/pid" 2>/dev/null) || { echo NA; return; }
-  awk '/^VmRSS/ {printf "%.0f", $2/1024}' "/proc/$pid/status" 2>/dev/null || echo NA
-}
 
 cleanup() { for k in zk keel; do stop "$WORK/w-$k"; stop "$WORK/r-$k"; done; }
 trap cleanup EXIT
@@ -149,7 +80,6 @@ zkrun() {
   cat "$out" >&2
   return 0
 }
-field() { sed -n "s/.*phase=$2 .*$3=\([0-9.]*\).*/\1/p" "$1"; }
 
 # ---- 1. write throughput --------------------------------------------------------------
 UP=()
@@ -227,12 +157,6 @@ for i in $(seq 1 "$RESTARTS"); do
 done
 
 # ---- table ----------------------------------------------------------------------------
-median() { # KEY KIND -> median of numeric values, FAIL if any failed, NA if none
-  local vals; vals=$(awk -v k="$1" -v s="$2" '$1==k && $2==s {print $3}' "$RES")
-  if [ -z "$vals" ]; then echo NA; return; fi
-  if grep -qv '^[0-9.]*$' <<<"$vals"; then echo FAIL; return; fi
-  sort -g <<<"$vals" | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; print m}'
-}
 {
   echo "keel vs ZooKeeper 3.8 -- durability (fsync on), $(date -u +%Y-%m-%dT%H:%MZ), $(hostname)"
   echo "mode: $([ $QUICK = 1 ] && echo quick || echo full); write rounds: $ROUNDS (+1 warm-up), median; restarts: $RESTARTS, median"

@@ -865,14 +865,98 @@ const MNTR_PERCENTILE_SUMMARIES: [&str; 23] = [
     "write_commitproc_time_ms",
 ];
 
-/// `mntr` (`MonitorCommand`): `zk_<key>\t<value>` lines; integers as integers, floating
-/// point values Java-style (`0.0`, `6.3846`).
-fn mntr(out: &mut String, snap: &ServerSnapshot) {
-    let mut line = |key: &str, value: &str| {
-        let _ = writeln!(out, "zk_{key}\t{value}");
-    };
-    line("version", &snap.full_version());
-    line("server_state", &snap.mode);
+/// One `mntr` value as ZooKeeper's `MonitorCommand` gathers it: the text words print it
+/// (integers plainly, doubles Java-style), the AdminServer's `monitor` keeps its JSON type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MntrValue {
+    Text(String),
+    Int(i64),
+    /// Already rounded half-up to 4 places where ZooKeeper rounds.
+    Float(f64),
+}
+
+impl MntrValue {
+    /// The value as `mntr` prints it.
+    pub fn render(&self) -> String {
+        match self {
+            MntrValue::Text(t) => t.clone(),
+            MntrValue::Int(i) => i.to_string(),
+            MntrValue::Float(f) => java_double(*f),
+        }
+    }
+}
+
+/// How ZooKeeper's metrics provider keeps an `mntr` name (`ServerMetrics`,
+/// `ZooKeeperServer.registerMetrics`): it decides the Prometheus type of the metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MntrKind {
+    /// A value sampled when read (`registerGauge`).
+    Gauge,
+    /// A running total (`getCounter`).
+    Counter,
+    /// `getSummary(.., BASIC)`: avg/min/max/cnt/sum.
+    BasicSummary,
+    /// `getSummary(.., ADVANCED)`: plus p50/p95/p99/p999.
+    AdvancedSummary,
+}
+
+/// Names ZooKeeper registers as gauges (`ZooKeeperServer.registerMetrics`); every other
+/// single `mntr` value is a counter.
+pub const MNTR_GAUGES: [&str; 24] = [
+    "avg_latency",
+    "max_latency",
+    "min_latency",
+    "packets_received",
+    "packets_sent",
+    "num_alive_connections",
+    "outstanding_requests",
+    "uptime",
+    "znode_count",
+    "watch_count",
+    "ephemerals_count",
+    "approximate_data_size",
+    "global_sessions",
+    "local_sessions",
+    "open_file_descriptor_count",
+    "max_file_descriptor_count",
+    "connection_drop_probability",
+    "last_client_response_size",
+    "max_client_response_size",
+    "min_client_response_size",
+    "outstanding_tls_handshake",
+    "auth_failed_count",
+    "non_mtls_remote_conn_count",
+    "non_mtls_local_conn_count",
+];
+
+/// Every metric `mntr` reports, in its order, with its kind: the single values, then the
+/// basic and the advanced summaries (summary sets such as `read_per_namespace` are
+/// per-namespace and not listed).
+pub fn mntr_metric_names() -> impl Iterator<Item = (&'static str, MntrKind)> {
+    let singles = MNTR_SINGLES.iter().map(|&n| {
+        let kind = if MNTR_GAUGES.contains(&n) {
+            MntrKind::Gauge
+        } else {
+            MntrKind::Counter
+        };
+        (n, kind)
+    });
+    singles
+        .chain(MNTR_SUMMARIES.iter().map(|&n| (n, MntrKind::BasicSummary)))
+        .chain(
+            MNTR_PERCENTILE_SUMMARIES
+                .iter()
+                .map(|&n| (n, MntrKind::AdvancedSummary)),
+        )
+}
+
+/// The `mntr` entries without the `zk_` prefix, in ZooKeeper 3.8.0's order, with their
+/// types: what `mntr` prints and the AdminServer's `monitor` returns.
+pub fn mntr_entries(snap: &ServerSnapshot) -> Vec<(String, MntrValue)> {
+    let mut out: Vec<(String, MntrValue)> = Vec::new();
+    let mut push = |key: &str, value: MntrValue| out.push((key.to_string(), value));
+    push("version", MntrValue::Text(snap.full_version()));
+    push("server_state", MntrValue::Text(snap.mode.clone()));
     let ephemerals: usize = snap.ephemerals.iter().map(|(_, p)| p.len()).sum();
     let sessions: usize = snap
         .session_expiry
@@ -880,41 +964,42 @@ fn mntr(out: &mut String, snap: &ServerSnapshot) {
         .map(|b| b.session_ids.len())
         .sum();
     let (last_size, min_size, max_size) = snap.client_response_size_last_min_max;
+    let int = |v: u64| MntrValue::Int(v as i64);
     for key in MNTR_SINGLES {
         let value = match key {
-            "ephemerals_count" => ephemerals.to_string(),
-            "num_alive_connections" => snap.connections.len().to_string(),
-            "avg_latency" => java_double(round4_half_up(snap.latency_avg_ms)),
-            "outstanding_requests" => snap.outstanding_requests.to_string(),
-            "znode_count" => snap.node_count.to_string(),
-            "global_sessions" => sessions.to_string(),
-            "last_client_response_size" => last_size.to_string(),
-            "packets_sent" => snap.packets_sent.to_string(),
-            "packets_received" => snap.packets_received.to_string(),
-            "max_client_response_size" => max_size.to_string(),
-            "connection_drop_probability" => "0.0".to_string(),
-            "watch_count" => snap.watch_count.to_string(),
-            "min_latency" => snap.latency_min_ms.to_string(),
+            "ephemerals_count" => int(ephemerals as u64),
+            "num_alive_connections" => int(snap.connections.len() as u64),
+            "avg_latency" => MntrValue::Float(round4_half_up(snap.latency_avg_ms)),
+            "outstanding_requests" => int(snap.outstanding_requests),
+            "znode_count" => int(snap.node_count),
+            "global_sessions" => int(sessions as u64),
+            "last_client_response_size" => MntrValue::Int(last_size),
+            "packets_sent" => int(snap.packets_sent),
+            "packets_received" => int(snap.packets_received),
+            "max_client_response_size" => MntrValue::Int(max_size),
+            "connection_drop_probability" => MntrValue::Float(0.0),
+            "watch_count" => int(snap.watch_count),
+            "min_latency" => int(snap.latency_min_ms),
             "max_file_descriptor_count" => match snap.max_file_descriptor_count {
-                Some(n) => n.to_string(),
+                Some(n) => int(n),
                 None => continue,
             },
-            "approximate_data_size" => snap.approximate_data_size.to_string(),
+            "approximate_data_size" => int(snap.approximate_data_size),
             "open_file_descriptor_count" => match snap.open_file_descriptor_count {
-                Some(n) => n.to_string(),
+                Some(n) => int(n),
                 None => continue,
             },
-            "uptime" => snap.uptime_ms.to_string(),
-            "max_latency" => snap.latency_max_ms.to_string(),
-            "min_client_response_size" => min_size.to_string(),
-            other => snap
-                .mntr_counters
-                .iter()
-                .find(|(k, _)| k == other)
-                .map_or(0, |(_, v)| *v)
-                .to_string(),
+            "uptime" => int(snap.uptime_ms),
+            "max_latency" => int(snap.latency_max_ms),
+            "min_client_response_size" => MntrValue::Int(min_size),
+            other => MntrValue::Int(
+                snap.mntr_counters
+                    .iter()
+                    .find(|(k, _)| k == other)
+                    .map_or(0, |(_, v)| *v),
+            ),
         };
-        line(key, &value);
+        push(key, value);
     }
     let find = |name: &str| {
         snap.mntr_summaries
@@ -924,38 +1009,48 @@ fn mntr(out: &mut String, snap: &ServerSnapshot) {
             .unwrap_or_default()
     };
     for name in MNTR_SUMMARIES {
-        summary_lines(&mut line, name, &find(name), false);
+        summary_entries(&mut push, name, &find(name), false);
     }
     for name in MNTR_PERCENTILE_SUMMARIES {
-        summary_lines(&mut line, name, &find(name), true);
+        summary_entries(&mut push, name, &find(name), true);
     }
     for (name, s) in &snap.mntr_summary_sets {
-        summary_lines(&mut line, name, s, false);
+        summary_entries(&mut push, name, s, false);
+    }
+    out
+}
+
+/// `mntr` (`MonitorCommand`): `zk_<key>\t<value>` lines; integers as integers, floating
+/// point values Java-style (`0.0`, `6.3846`).
+fn mntr(out: &mut String, snap: &ServerSnapshot) {
+    for (key, value) in mntr_entries(snap) {
+        let _ = writeln!(out, "zk_{key}\t{}", value.render());
     }
 }
 
-/// The lines of one summary (`AvgMinMaxCounter.values`, `AvgMinMaxPercentileCounter`).
-fn summary_lines(line: &mut impl FnMut(&str, &str), name: &str, s: &Summary, pct: bool) {
+/// The entries of one summary (`AvgMinMaxCounter.values`, `AvgMinMaxPercentileCounter`).
+fn summary_entries(push: &mut impl FnMut(&str, MntrValue), name: &str, s: &Summary, pct: bool) {
     let avg = if s.count == 0 {
         0.0
     } else {
         round4_half_up(s.sum as f64 / s.count as f64)
     };
-    line(&format!("avg_{name}"), &java_double(avg));
-    line(&format!("min_{name}"), &s.min.to_string());
-    line(&format!("max_{name}"), &s.max.to_string());
-    line(&format!("cnt_{name}"), &s.count.to_string());
-    line(&format!("sum_{name}"), &s.sum.to_string());
+    let int = |v: u64| MntrValue::Int(v as i64);
+    push(&format!("avg_{name}"), MntrValue::Float(avg));
+    push(&format!("min_{name}"), int(s.min));
+    push(&format!("max_{name}"), int(s.max));
+    push(&format!("cnt_{name}"), int(s.count));
+    push(&format!("sum_{name}"), int(s.sum));
     if pct {
-        line(&format!("p50_{name}"), &s.p50.to_string());
-        line(&format!("p95_{name}"), &s.p95.to_string());
-        line(&format!("p99_{name}"), &s.p99.to_string());
-        line(&format!("p999_{name}"), &s.p999.to_string());
+        push(&format!("p50_{name}"), int(s.p50));
+        push(&format!("p95_{name}"), int(s.p95));
+        push(&format!("p99_{name}"), int(s.p99));
+        push(&format!("p999_{name}"), int(s.p999));
     }
 }
 
 /// Java's `Long.toHexString`: lower-case hex of the 64-bit two's complement.
-fn java_hex(v: i64) -> String {
+pub(crate) fn java_hex(v: i64) -> String {
     format!("{:x}", v as u64)
 }
 
@@ -963,7 +1058,7 @@ fn java_hex(v: i64) -> String {
 /// precision formatting is exact but rounds ties to even; a double is exactly halfway
 /// between two 4-place decimals only when it is an odd multiple of 1/32 (10^4 = 2^4 * 625),
 /// and those ties round away from zero here.
-fn round4_half_up(x: f64) -> f64 {
+pub(crate) fn round4_half_up(x: f64) -> f64 {
     let scaled32 = x * 32.0;
     if x.is_finite() && scaled32.fract() == 0.0 && (scaled32 % 2.0).abs() == 1.0 {
         let scaled = x * 10_000.0;
@@ -975,7 +1070,7 @@ fn round4_half_up(x: f64) -> f64 {
 
 /// Java's `Double.toString`: plain decimal with at least one fraction digit when
 /// 10^-3 <= |x| < 10^7, else computerized scientific notation (`1.0E-4`, `1.5E7`).
-fn java_double(x: f64) -> String {
+pub(crate) fn java_double(x: f64) -> String {
     if x == 0.0 || !x.is_finite() {
         return if x.is_nan() {
             "NaN".to_string()
@@ -1007,7 +1102,7 @@ fn java_double(x: f64) -> String {
 /// Java's `InetSocketAddress.toString` for a resolved address without a host name:
 /// `/1.2.3.4:port`, `/[0:0:0:0:0:0:0:1]:port` (Java writes IPv6 groups unabbreviated and
 /// turns IPv4-mapped IPv6 addresses into IPv4).
-fn java_socket_addr(addr: &SocketAddr) -> String {
+pub(crate) fn java_socket_addr(addr: &SocketAddr) -> String {
     match addr.ip() {
         IpAddr::V4(v4) => format!("/{v4}:{}", addr.port()),
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {

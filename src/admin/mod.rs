@@ -1,7 +1,200 @@
-//! Admin surface: the four-letter words (later: AdminServer, metrics).
+//! Admin surface: the four-letter words, the AdminServer over HTTP, Prometheus metrics.
 //!
 //! - [`fourlw`]: the text each four-letter word answers, rendered from a
 //!   [`fourlw::ServerSnapshot`] in Apache ZooKeeper 3.8's exact formats.
+//! - [`snapshot`]: gathers that snapshot from the running state machine.
+//! - [`json`]: the AdminServer's commands and their JSON bodies.
+//! - [`http`]: the AdminServer endpoint (`admin.*` keys).
+//! - [`metrics`]: the Prometheus `/metrics` endpoint (`metricsProvider.*` keys).
+//!
+//! [`Endpoints`] binds both HTTP endpoints at start-up, in ZooKeeper's order and with its
+//! failure behaviour, and serves them once the core task runs.
 
 pub mod fourlw;
+pub mod http;
+pub mod json;
+pub mod metrics;
 pub mod snapshot;
+
+use crate::config::Config;
+use crate::net::listener::CoreHandle;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Exit status when the AdminServer cannot start (ZooKeeper's
+/// `ExitCode.ERROR_STARTING_ADMIN_SERVER`).
+pub const EXIT_ADMIN_SERVER_FAILED: i32 = 4;
+
+/// The HTTP endpoints zoo.cfg asks for, bound and waiting for the core.
+pub struct Endpoints {
+    admin: Option<http::AdminServer>,
+    metrics: Option<metrics::MetricsServer>,
+}
+
+impl Endpoints {
+    /// Binds the metrics endpoint (when `metricsProvider.className` names the Prometheus
+    /// provider), then the AdminServer (when `admin.enableServer`), before any data is
+    /// loaded, as ZooKeeper's `ZooKeeperServerMain.runFromConfig` starts them.
+    ///
+    /// Errors: an unknown metrics provider class, or a metrics address that cannot be
+    /// bound (ZooKeeper stops with "Cannot boot MetricsProvider"). When the AdminServer's
+    /// address cannot be bound the process exits with status
+    /// [`EXIT_ADMIN_SERVER_FAILED`] after printing ZooKeeper's "Unable to start
+    /// AdminServer, exiting abnormally", as ZooKeeper does.
+    pub async fn bind(config: &Config) -> std::io::Result<Endpoints> {
+        let metrics = if metrics::prometheus_enabled(config).map_err(std::io::Error::other)? {
+            let server = metrics::MetricsServer::bind(config).await.map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "Cannot boot MetricsProvider {}: cannot bind {}:{}: {e}",
+                        config
+                            .metrics_provider_class_name
+                            .as_deref()
+                            .unwrap_or_default(),
+                        config.metrics_provider_http_host,
+                        config.metrics_provider_http_port
+                    ),
+                )
+            })?;
+            tracing::info!(
+                address = %config.metrics_provider_http_host,
+                port = config.metrics_provider_http_port,
+                "serving Prometheus metrics at /metrics"
+            );
+            Some(server)
+        } else {
+            None
+        };
+        let admin = if config.admin_enable_server {
+            match http::AdminServer::bind(config).await {
+                Ok(server) => {
+                    tracing::info!(
+                        address = %config.admin_server_address,
+                        port = config.admin_server_port,
+                        command_url = %config.admin_command_url,
+                        "started AdminServer"
+                    );
+                    Some(server)
+                }
+                Err(e) => {
+                    tracing::error!(
+                        address = %config.admin_server_address,
+                        port = config.admin_server_port,
+                        command_url = %config.admin_command_url,
+                        error = %e,
+                        "problem starting AdminServer"
+                    );
+                    eprintln!("Unable to start AdminServer, exiting abnormally");
+                    std::process::exit(EXIT_ADMIN_SERVER_FAILED);
+                }
+            }
+        } else {
+            None
+        };
+        Ok(Endpoints { admin, metrics })
+    }
+
+    /// Spawns the bound endpoints on the current tokio runtime; they answer through
+    /// `core` until the process ends.
+    pub fn serve(self, core: CoreHandle) {
+        if let Some(admin) = self.admin {
+            tokio::spawn(admin.serve(core.clone()));
+        }
+        if let Some(metrics) = self.metrics {
+            tokio::spawn(metrics.serve(core));
+        }
+    }
+}
+
+/// A TCP listener that holds at most a fixed number of connections open: `accept` waits
+/// for a free slot, and a slot frees when its connection is dropped. Bounds the admin
+/// endpoints' work whatever their clients do.
+pub(crate) struct BoundedListener {
+    listener: TcpListener,
+    slots: Arc<Semaphore>,
+}
+
+impl BoundedListener {
+    /// `listener` with at most `max` open connections (at least 1).
+    pub(crate) fn new(listener: TcpListener, max: usize) -> BoundedListener {
+        BoundedListener {
+            listener,
+            slots: Arc::new(Semaphore::new(max.max(1))),
+        }
+    }
+}
+
+/// A connection holding one slot of its [`BoundedListener`].
+pub(crate) struct BoundedStream {
+    stream: TcpStream,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl axum::serve::Listener for BoundedListener {
+    type Io = BoundedStream;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            // The semaphore is never closed, so acquiring only waits.
+            let Ok(slot) = self.slots.clone().acquire_owned().await else {
+                std::future::pending::<()>().await;
+                continue;
+            };
+            match self.listener.accept().await {
+                Ok((stream, addr)) => {
+                    return (
+                        BoundedStream {
+                            stream,
+                            _slot: slot,
+                        },
+                        addr,
+                    )
+                }
+                Err(e) => {
+                    // Accept errors (e.g. too many open files) are transient: wait a
+                    // little rather than spin.
+                    tracing::warn!(error = %e, "admin endpoint accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.listener.local_addr()
+    }
+}
+
+impl AsyncRead for BoundedStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for BoundedStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}

@@ -1,24 +1,138 @@
-//! Gathers the figures the four-letter words print from the running [`Server`].
+//! Gathers the figures the four-letter words, the AdminServer and `/metrics` report from
+//! the running [`Server`].
 
 use super::fourlw::{
-    keel_environment, ConfSnapshot, ConnectionSnapshot, ServerSnapshot, SessionExpiryBucket,
+    keel_environment, ConfSnapshot, ConnectionExpiryBucket, ConnectionSnapshot, ServerSnapshot,
+    SessionExpiryBucket, Summary,
 };
 use crate::config::Config;
+use crate::server::stats::SummaryStat;
 use crate::server::Server;
 use crate::watch::Table;
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 
-/// A snapshot of `server` for rendering a four-letter word.
+/// The percentiles `mntr` prints for an advanced summary (`AvgMinMaxPercentileCounter`).
+const MNTR_QUANTILES: [f64; 4] = [0.5, 0.95, 0.99, 0.999];
+
+/// A [`SummaryStat`] as `mntr` prints it; percentiles truncated to integers as ZooKeeper
+/// casts them (`(long) snapshot.getValue(q)`).
+pub fn mntr_summary(s: &SummaryStat) -> Summary {
+    let q = s.quantiles(&MNTR_QUANTILES);
+    let whole = |v: f64| if v.is_nan() { 0 } else { v as u64 };
+    Summary {
+        count: s.count(),
+        sum: s.sum(),
+        min: s.min(),
+        max: s.max(),
+        p50: whole(q[0]),
+        p95: whole(q[1]),
+        p99: whole(q[2]),
+        p999: whole(q[3]),
+    }
+}
+
+/// ZooKeeper's `zookeeper.nio.sessionlessCnxnTimeout` default, ms: the timeout of a
+/// connection without a session, and the bucket width of its connection expiry queue.
+const SESSIONLESS_CNXN_TIMEOUT_MS: i64 = 10_000;
+
+/// ZooKeeper's connection expiry queue (`NIOServerCnxnFactory.touchCnxn`): each
+/// connection expires its session timeout (or [`SESSIONLESS_CNXN_TIMEOUT_MS`]) after its
+/// last request, rounded up to the next multiple of [`SESSIONLESS_CNXN_TIMEOUT_MS`].
+fn connection_expiry(server: &Server) -> Vec<ConnectionExpiryBucket> {
+    let mut buckets: BTreeMap<i64, Vec<(SocketAddr, i64)>> = BTreeMap::new();
+    for c in server.conns.values() {
+        let timeout_ms = server
+            .sessions
+            .get(c.session_id)
+            .map_or(SESSIONLESS_CNXN_TIMEOUT_MS, |s| s.timeout_ms as i64);
+        let last_ms = c.stats.last_response_ms.max(c.stats.established_ms);
+        let expire_at_ms = ((last_ms + timeout_ms) / SESSIONLESS_CNXN_TIMEOUT_MS + 1)
+            * SESSIONLESS_CNXN_TIMEOUT_MS;
+        buckets
+            .entry(expire_at_ms)
+            .or_default()
+            .push((c.addr, c.session_id));
+    }
+    buckets
+        .into_iter()
+        .map(|(expire_at_ms, connections)| ConnectionExpiryBucket {
+            expire_at_ms,
+            connections,
+        })
+        .collect()
+}
+
+/// Open file descriptors of this process (entries of `/proc/self/fd`, as the JVM's
+/// `UnixOperatingSystemMXBean` counts them); `None` where `/proc` is missing.
+fn open_file_descriptor_count() -> Option<u64> {
+    Some(std::fs::read_dir("/proc/self/fd").ok()?.count() as u64)
+}
+
+/// The soft limit on open file descriptors (`Max open files` in `/proc/self/limits`).
+fn max_file_descriptor_count() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// A snapshot for the four-letter word asked on the connection from `asker`: that
+/// connection is listed too, as ZooKeeper lists it (`cons`, `stat`, the connections in
+/// `dump`): no session, one packet received, none sent yet, interest ops 0.
+pub fn build_for_word(server: &Server, config: &Config, asker: SocketAddr) -> ServerSnapshot {
+    let mut snap = build(server, config);
+    let now = server.now_ms();
+    snap.connections.push(ConnectionSnapshot {
+        remote: asker,
+        interest_ops: 0,
+        queued: 0,
+        received: 1,
+        sent: 0,
+        session_id: 0,
+        last_op: "NA".into(),
+        established_ms: now,
+        session_timeout_ms: SESSIONLESS_CNXN_TIMEOUT_MS,
+        last_cxid: -1,
+        last_zxid: -1,
+        last_response_ms: 0,
+        last_latency_ms: 0,
+        min_latency_ms: 0,
+        avg_latency_ms: 0,
+        max_latency_ms: 0,
+    });
+    let expire_at_ms = (now + SESSIONLESS_CNXN_TIMEOUT_MS) / SESSIONLESS_CNXN_TIMEOUT_MS
+        * SESSIONLESS_CNXN_TIMEOUT_MS
+        + SESSIONLESS_CNXN_TIMEOUT_MS;
+    match snap
+        .connection_expiry
+        .iter_mut()
+        .find(|b| b.expire_at_ms == expire_at_ms)
+    {
+        Some(b) => b.connections.push((asker, 0)),
+        None => snap.connection_expiry.push(ConnectionExpiryBucket {
+            expire_at_ms,
+            connections: vec![(asker, 0)],
+        }),
+    }
+    snap
+}
+
+/// A snapshot of `server` for the admin surface (four-letter words without the asking
+/// connection, AdminServer, metrics).
 pub fn build(server: &Server, config: &Config) -> ServerSnapshot {
     let now = server.now_ms();
     let session_of = |conn: u64| server.conns.get(&conn).map(|c| c.session_id).unwrap_or(0);
     let connections = server
         .conns
-        .values()
-        .map(|c| ConnectionSnapshot {
+        .iter()
+        .map(|(&id, c)| ConnectionSnapshot {
             remote: c.addr,
             interest_ops: 1,
-            queued: 0,
+            queued: server.conn_outstanding_requests(id),
             received: c.stats.received,
             sent: c.stats.sent,
             session_id: c.session_id,
@@ -32,10 +146,10 @@ pub fn build(server: &Server, config: &Config) -> ServerSnapshot {
             last_cxid: c.stats.last_cxid as i64,
             last_zxid: c.stats.last_zxid,
             last_response_ms: c.stats.last_response_ms,
-            last_latency_ms: 0,
-            min_latency_ms: 0,
-            avg_latency_ms: 0,
-            max_latency_ms: 0,
+            last_latency_ms: c.stats.latency.last_ms as i64,
+            min_latency_ms: c.stats.latency.min_ms as i64,
+            avg_latency_ms: c.stats.latency.avg_ms() as i64,
+            max_latency_ms: c.stats.latency.max_ms as i64,
         })
         .collect();
     let mut data_watches: BTreeMap<i64, Vec<String>> = BTreeMap::new();
@@ -53,12 +167,47 @@ pub fn build(server: &Server, config: &Config) -> ServerSnapshot {
     }
     let data_dir = config.data_dir.join("version-2").display().to_string();
     let data_log_dir = config.data_log_dir.join("version-2").display().to_string();
+    let m = &server.stats.metrics;
+    let storage = m.storage.figures();
+    let mut summary_sets = Vec::new();
+    for (suffix, stats) in [
+        ("read_per_namespace", &m.read_per_namespace),
+        ("write_per_namespace", &m.write_per_namespace),
+    ] {
+        for (namespace, s) in stats.iter() {
+            summary_sets.push((format!("{namespace}_{suffix}"), mntr_summary(s)));
+        }
+    }
     ServerSnapshot {
+        latency_min_ms: m.request_latency.min(),
+        latency_avg_ms: m.request_latency.avg(),
+        latency_max_ms: m.request_latency.max(),
+        outstanding_requests: server.outstanding_requests(),
+        client_response_size_last_min_max: (
+            m.response_size.last,
+            m.response_size.min,
+            m.response_size.max,
+        ),
+        open_file_descriptor_count: open_file_descriptor_count(),
+        max_file_descriptor_count: max_file_descriptor_count(),
+        mntr_counters: vec![(
+            "connection_request_count".into(),
+            m.connection_requests as i64,
+        )],
+        mntr_summaries: vec![
+            ("readlatency".into(), mntr_summary(&m.read_latency)),
+            ("updatelatency".into(), mntr_summary(&m.update_latency)),
+            ("fsynctime".into(), mntr_summary(&storage.fsync_time)),
+            ("snapshottime".into(), mntr_summary(&storage.snapshot_time)),
+        ],
+        mntr_summary_sets: summary_sets,
         packets_received: server.stats.packets_received,
         packets_sent: server.stats.packets_sent,
         connections,
         last_zxid: server.last_zxid,
-        node_count: server.tree.node_count() as u64,
+        // ZooKeeper's DataTree holds the root under both "" and "/", and reports the
+        // size of that map (a fresh server has 5); keel keeps the root once.
+        node_count: server.tree.node_count() as u64 + 1,
         watch_count: server.watches.watch_count() as u64,
         approximate_data_size: server.tree.approximate_data_size().max(0) as u64,
         uptime_ms: (now - server.stats.started_ms).max(0) as u64,
@@ -83,6 +232,7 @@ pub fn build(server: &Server, config: &Config) -> ServerSnapshot {
             .iter()
             .map(|(s, paths)| (*s, paths.iter().cloned().collect()))
             .collect(),
+        connection_expiry: connection_expiry(server),
         session_expiry: buckets
             .into_iter()
             .map(|(expire_at_ms, session_ids)| SessionExpiryBucket {

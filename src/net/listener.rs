@@ -7,22 +7,23 @@
 
 use crate::admin::{fourlw, snapshot};
 use crate::config::Config;
-use crate::net::persist;
+use crate::net::{persist, tls};
 use crate::proto::opcode as op;
 use crate::proto::Request;
 use crate::server::{Input, Outbound, Server, StorageOp};
 use crate::storage::rocks::RocksStorage;
 use crate::storage::{Storage, StorageError};
 use bytes::{Buf, BytesMut};
-use jute::{ConnectRequest, Decoder, PathRequest, Record, RequestHeader};
+use jute::{ConnectRequest, Decoder, Id, PathRequest, Record, RequestHeader};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio_rustls::TlsAcceptor;
 
 /// Capacity of the channel into the core task; a full channel makes connections wait
 /// (back-pressure), like ZooKeeper's globalOutstandingLimit.
@@ -33,21 +34,73 @@ const CONN_QUEUE: usize = 65536;
 const STORAGE_QUEUE: usize = 65536;
 /// How often the core checks session expiry and container reaping, ms.
 const TICK_MS: u64 = 100;
+/// How long a client on the secure port may take to finish the TLS handshake, ms
+/// (Netty's SslHandler default, which ZooKeeper's secure port uses).
+const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
 
 /// A message to the core task.
 enum CoreMsg {
-    /// A new connection and where to send its output.
+    /// A new connection, where to send its output, and the identities its TLS client
+    /// certificate gave it (empty on the plain port).
     Register {
         conn: u64,
         addr: SocketAddr,
         tx: mpsc::Sender<Outbound>,
+        ids: Vec<Id>,
     },
     Input(Input),
-    /// A four-letter word; the reply text goes back on the oneshot.
+    /// A four-letter word from `peer`; the reply text goes back on the oneshot.
     FourLetter {
         word: String,
+        peer: SocketAddr,
         reply: oneshot::Sender<String>,
     },
+    /// A read-only look at the state machine from outside the client protocol
+    /// (AdminServer, metrics); see [`CoreHandle::query`].
+    Query(Box<dyn FnOnce(&Server, &Config) + Send>),
+    /// An admin command that changes the server's figures (`stat_reset`); see
+    /// [`CoreHandle::update`].
+    Update(Box<dyn FnOnce(&mut Server, &Config) + Send>),
+}
+
+/// A cloneable way into the core task for the admin surface: runs a closure against the
+/// state machine between two inputs, so what it reads is one consistent instant.
+#[derive(Clone)]
+pub struct CoreHandle {
+    tx: mpsc::Sender<CoreMsg>,
+}
+
+impl CoreHandle {
+    /// Runs `f` on the core task and returns its result; `None` when the core has
+    /// stopped. Waits behind inputs already queued (at most [`CORE_QUEUE`] of them), so
+    /// `f` must be quick: it holds up every client while it runs.
+    pub async fn query<R, F>(&self, f: F) -> Option<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Server, &Config) -> R + Send + 'static,
+    {
+        let (reply_tx, reply_rx) = oneshot::channel();
+        let msg = CoreMsg::Query(Box::new(move |server: &Server, config: &Config| {
+            let _ = reply_tx.send(f(server, config));
+        }));
+        self.tx.send(msg).await.ok()?;
+        reply_rx.await.ok()
+    }
+
+    /// Like [`CoreHandle::query`], for the admin commands that reset statistics; `f`
+    /// must not touch the tree, sessions or watches (those change only through inputs).
+    pub async fn update<R, F>(&self, f: F) -> Option<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Server, &Config) -> R + Send + 'static,
+    {
+        let (reply_tx, reply_rx) = oneshot::channel();
+        let msg = CoreMsg::Update(Box::new(move |server: &mut Server, config: &Config| {
+            let _ = reply_tx.send(f(server, config));
+        }));
+        self.tx.send(msg).await.ok()?;
+        reply_rx.await.ok()
+    }
 }
 
 fn now_ms() -> i64 {
@@ -59,30 +112,62 @@ fn now_ms() -> i64 {
 
 /// Runs the server described by `config` until `shutdown` resolves.
 ///
-/// Errors: the client port cannot be bound.
+/// As ZooKeeper does, it serves the plain client port when clientPort is set and the
+/// TLS port when secureClientPort is set, both when both are; with neither, the plain
+/// port 2181.
+///
+/// Errors: a client port cannot be bound; a TLS setting is bad (the message names the
+/// `ssl.*` key).
 pub async fn run(
     config: Config,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
     let config = Arc::new(config);
-    let addr = config
-        .client_port_address
-        .clone()
-        .unwrap_or_else(|| "0.0.0.0".into());
-    let port = config.client_port.unwrap_or(2181);
+    let tls = match config.secure_client_port {
+        Some(_) => Some(TlsAcceptor::from(
+            tls::server_config(&config.ssl).map_err(std::io::Error::other)?,
+        )),
+        None => None,
+    };
+    // Like ZooKeeper, bind the metrics endpoint and the AdminServer before loading data.
+    let admin = crate::admin::Endpoints::bind(&config).await?;
     let (server, storage) = recover(&config)?;
-    let listener = TcpListener::bind((addr.as_str(), port)).await?;
-    tracing::info!(address = %addr, port, "serving clients");
+    let plain = if config.client_port.is_some() || config.secure_client_port.is_none() {
+        let addr = config.client_port_address.as_deref().unwrap_or("0.0.0.0");
+        let port = config.client_port.unwrap_or(2181);
+        let listener = bind(addr, port, "clientPort").await?;
+        tracing::info!(address = %addr, port, "serving clients");
+        Some(listener)
+    } else {
+        None
+    };
+    let secure = match config.secure_client_port {
+        Some(port) => {
+            let addr = config
+                .secure_client_port_address
+                .as_deref()
+                .unwrap_or("0.0.0.0");
+            let listener = bind(addr, port, "secureClientPort").await?;
+            tracing::info!(address = %addr, port, "serving clients over TLS");
+            Some(listener)
+        }
+        None => None,
+    };
     let (storage_tx, storage_rx) = mpsc::channel(STORAGE_QUEUE);
     let (durable_tx, durable_rx) = watch::channel(server.last_zxid);
     let purge = persist::Purge {
         retain: config.autopurge_snap_retain_count as usize,
         interval_hours: config.autopurge_purge_interval_hours,
     };
+    let storage_stats = server.stats.metrics.storage.clone();
     let storage_thread = std::thread::Builder::new()
         .name("keel-storage".into())
-        .spawn(move || persist::run(storage, storage_rx, durable_tx, purge))?;
+        .spawn(move || persist::run(storage, storage_rx, durable_tx, purge, storage_stats))?;
     let (core_tx, core_rx) = mpsc::channel(CORE_QUEUE);
+    // The admin surface (AdminServer, metrics) reads the core through this handle.
+    let core_handle = CoreHandle {
+        tx: core_tx.clone(),
+    };
     let core_task = tokio::spawn(core(
         server,
         core_rx,
@@ -90,6 +175,7 @@ pub async fn run(
         storage_tx,
         config.clone(),
     ));
+    admin.serve(core_handle);
     let per_ip: Arc<Mutex<HashMap<IpAddr, u32>>> = Arc::default();
     let mut next_conn: u64 = 1;
     tokio::pin!(shutdown);
@@ -104,45 +190,143 @@ pub async fn run(
                 let _ = tokio::task::spawn_blocking(move || storage_thread.join()).await;
                 return Ok(());
             }
-            accepted = listener.accept() => {
-                let (socket, peer) = match accepted {
-                    Ok(x) => x,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
-                        continue;
-                    }
-                };
-                let ip = peer.ip();
-                {
-                    let mut map = per_ip.lock();
-                    let n = map.entry(ip).or_insert(0);
-                    if config.max_client_cnxns > 0 && *n >= config.max_client_cnxns {
-                        tracing::warn!(%ip, limit = config.max_client_cnxns, "too many connections from this address; closing");
-                        drop(socket);
-                        continue;
-                    }
-                    *n += 1;
+            accepted = accept(plain.as_ref()) => {
+                if let Some((socket, peer)) = admit(accepted, &per_ip, &config) {
+                    spawn_connection(next_conn, socket, peer, None, &core_tx, &per_ip, &config);
+                    next_conn += 1;
                 }
-                let conn = next_conn;
-                next_conn += 1;
-                let core_tx = core_tx.clone();
-                let per_ip = per_ip.clone();
-                let max_buffer = config.jute_max_buffer;
-                tokio::spawn(async move {
-                    if let Err(e) = connection(conn, socket, peer, core_tx, max_buffer).await {
-                        tracing::debug!(conn, error = %e, "connection ended");
-                    }
-                    let mut map = per_ip.lock();
-                    if let Some(n) = map.get_mut(&ip) {
-                        *n -= 1;
-                        if *n == 0 {
-                            map.remove(&ip);
-                        }
-                    }
-                });
+            }
+            accepted = accept(secure.as_ref()) => {
+                if let Some((socket, peer)) = admit(accepted, &per_ip, &config) {
+                    spawn_connection(next_conn, socket, peer, tls.clone(), &core_tx, &per_ip, &config);
+                    next_conn += 1;
+                }
             }
         }
     }
+}
+
+/// Binds a client port; the error names the zoo.cfg key.
+async fn bind(addr: &str, port: u16, key: &str) -> std::io::Result<TcpListener> {
+    TcpListener::bind((addr, port)).await.map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!("{key}: cannot listen on {addr}:{port}: {e}"),
+        )
+    })
+}
+
+/// Accepts on `listener`; never resolves when there is none.
+async fn accept(listener: Option<&TcpListener>) -> std::io::Result<(TcpStream, SocketAddr)> {
+    match listener {
+        Some(l) => l.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Counts an accepted connection against maxClientCnxns for its address; `None` (the
+/// socket dropped) when accept failed or the address is at its limit.
+fn admit(
+    accepted: std::io::Result<(TcpStream, SocketAddr)>,
+    per_ip: &Mutex<HashMap<IpAddr, u32>>,
+    config: &Config,
+) -> Option<(TcpStream, SocketAddr)> {
+    let (socket, peer) = match accepted {
+        Ok(x) => x,
+        Err(e) => {
+            tracing::warn!(error = %e, "accept failed");
+            return None;
+        }
+    };
+    let ip = peer.ip();
+    let mut map = per_ip.lock();
+    let n = map.entry(ip).or_insert(0);
+    if config.max_client_cnxns > 0 && *n >= config.max_client_cnxns {
+        tracing::warn!(%ip, limit = config.max_client_cnxns, "too many connections from this address; closing");
+        return None;
+    }
+    *n += 1;
+    Some((socket, peer))
+}
+
+/// Serves one admitted connection on its own task (after the TLS handshake when `tls`
+/// is given), then releases its maxClientCnxns slot.
+fn spawn_connection(
+    conn: u64,
+    socket: TcpStream,
+    peer: SocketAddr,
+    tls: Option<TlsAcceptor>,
+    core_tx: &mpsc::Sender<CoreMsg>,
+    per_ip: &Arc<Mutex<HashMap<IpAddr, u32>>>,
+    config: &Config,
+) {
+    let core_tx = core_tx.clone();
+    let per_ip = per_ip.clone();
+    let max_buffer = config.jute_max_buffer;
+    let super_user = config.x509_super_user.clone();
+    tokio::spawn(async move {
+        // Replies are small and latency matters more than packet count.
+        let _ = socket.set_nodelay(true);
+        let result = match tls {
+            None => connection(conn, socket, peer, core_tx, max_buffer, Vec::new()).await,
+            Some(acceptor) => {
+                secure_connection(
+                    conn, socket, peer, acceptor, core_tx, max_buffer, super_user,
+                )
+                .await
+            }
+        };
+        if let Err(e) = result {
+            tracing::debug!(conn, error = %e, "connection ended");
+        }
+        let ip = peer.ip();
+        let mut map = per_ip.lock();
+        if let Some(n) = map.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&ip);
+            }
+        }
+    });
+}
+
+/// The TLS handshake on the secure port, then the connection as on the plain port.
+/// A verified client certificate makes the connection `x509:<subject DN>` (see
+/// [`tls::x509_identities`]); a failed or slow handshake closes it, as ZooKeeper's
+/// CertificateVerifier does.
+async fn secure_connection(
+    conn: u64,
+    socket: TcpStream,
+    peer: SocketAddr,
+    acceptor: TlsAcceptor,
+    core_tx: mpsc::Sender<CoreMsg>,
+    max_buffer: usize,
+    super_user: Option<String>,
+) -> std::io::Result<()> {
+    let timeout = Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS);
+    let stream = match tokio::time::timeout(timeout, acceptor.accept(socket)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => {
+            tracing::info!(conn, %peer, error = %e, "TLS handshake failed; closing the connection");
+            return Ok(());
+        }
+        Err(_) => {
+            tracing::info!(conn, %peer, timeout_ms = TLS_HANDSHAKE_TIMEOUT_MS, "TLS handshake timed out; closing the connection");
+            return Ok(());
+        }
+    };
+    let chain = stream.get_ref().1.peer_certificates();
+    let ids = match tls::x509_identities(chain, super_user.as_deref()) {
+        Ok(ids) => ids,
+        Err(e) => {
+            tracing::info!(conn, %peer, error = %e, "client certificate refused; closing the connection");
+            return Ok(());
+        }
+    };
+    for id in &ids {
+        tracing::info!(conn, %peer, scheme = %id.scheme, id = %id.id, "authenticated by TLS client certificate");
+    }
+    connection(conn, stream, peer, core_tx, max_buffer, ids).await
 }
 
 /// Opens the store in dataDir (txn log in dataLogDir) and rebuilds the state machine
@@ -205,7 +389,8 @@ async fn core(
     // stops, and freeing a tree of millions of znodes would only delay a clean stop.
     let mut server = std::mem::ManuallyDrop::new(server);
     let server: &mut Server = &mut server;
-    let mut routes: HashMap<u64, mpsc::Sender<Outbound>> = HashMap::new();
+    let mut routes: rustc_hash::FxHashMap<u64, mpsc::Sender<Outbound>> =
+        rustc_hash::FxHashMap::default();
     let mut tick = tokio::time::interval(Duration::from_millis(TICK_MS));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -262,14 +447,22 @@ async fn core(
 
 fn handle(
     server: &mut Server,
-    routes: &mut HashMap<u64, mpsc::Sender<Outbound>>,
+    routes: &mut rustc_hash::FxHashMap<u64, mpsc::Sender<Outbound>>,
     config: &Config,
     msg: CoreMsg,
 ) {
     match msg {
-        CoreMsg::Register { conn, addr, tx } => {
+        CoreMsg::Register {
+            conn,
+            addr,
+            tx,
+            ids,
+        } => {
             routes.insert(conn, tx);
             server.handle(now_ms(), Input::Connected { conn, addr });
+            if !ids.is_empty() {
+                server.handle(now_ms(), Input::Authenticated { conn, ids });
+            }
         }
         CoreMsg::Input(input) => {
             if let Input::Disconnected { conn } = &input {
@@ -277,15 +470,22 @@ fn handle(
             }
             server.handle(now_ms(), input);
         }
-        CoreMsg::FourLetter { word, reply } => {
+        CoreMsg::FourLetter { word, peer, reply } => {
             let text = if config.four_letter_words.allows(&word) {
-                let snap = snapshot::build(server, config);
+                match word.as_str() {
+                    "srst" => server.reset_stats(),
+                    "crst" => server.reset_connection_stats(),
+                    _ => {}
+                }
+                let snap = snapshot::build_for_word(server, config, peer);
                 fourlw::render(&word, &snap).unwrap_or_default()
             } else {
                 fourlw::not_whitelisted(&word)
             };
             let _ = reply.send(text);
         }
+        CoreMsg::Query(f) => f(server, config),
+        CoreMsg::Update(f) => f(server, config),
     }
 }
 
@@ -331,14 +531,17 @@ fn decode_request(packet: &[u8]) -> std::io::Result<(i32, i32, Request)> {
     Ok((header.xid, header.op_type, req))
 }
 
-async fn connection(
+/// One client connection on either port (`S` is the TCP stream or the TLS stream over
+/// it): a four-letter word, or a session handshake and then requests. `ids` are the
+/// identities the transport established (a TLS client certificate's).
+async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send>(
     conn: u64,
-    mut socket: TcpStream,
+    mut socket: S,
     peer: SocketAddr,
     core_tx: mpsc::Sender<CoreMsg>,
     max_buffer: usize,
+    ids: Vec<Id>,
 ) -> std::io::Result<()> {
-    socket.set_nodelay(true)?;
     let mut buf = BytesMut::with_capacity(4096);
     // The first four bytes decide: a four-letter word, or a session handshake.
     while buf.len() < 4 {
@@ -352,6 +555,7 @@ async fn connection(
         if core_tx
             .send(CoreMsg::FourLetter {
                 word,
+                peer,
                 reply: reply_tx,
             })
             .await
@@ -371,6 +575,7 @@ async fn connection(
             conn,
             addr: peer,
             tx: out_tx,
+            ids,
         })
         .await
         .is_err()
@@ -395,9 +600,9 @@ async fn connection(
     result
 }
 
-async fn serve(
+async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     conn: u64,
-    socket: &mut TcpStream,
+    socket: &mut S,
     buf: &mut BytesMut,
     core_tx: &mpsc::Sender<CoreMsg>,
     out_rx: &mut mpsc::Receiver<Outbound>,
@@ -453,6 +658,8 @@ async fn serve(
                 }
                 if !wbuf.is_empty() {
                     socket.write_all(&wbuf).await?;
+                    // A TLS stream may hold encrypted records back until flushed.
+                    socket.flush().await?;
                     wbuf.clear();
                 }
                 if close {

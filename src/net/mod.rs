@@ -1,4 +1,7 @@
 //! The runtime layer, the only one that does I/O: the client listener and connections
-//! ([`listener`]) and the storage thread ([`persist`]).
+//! ([`listener`]), TLS on the secure client port ([`tls`], reading key and trust stores
+//! with [`keystore`]) and the storage thread ([`persist`]).
+pub mod keystore;
 pub mod listener;
 pub mod persist;
+pub mod tls;

@@ -1,11 +1,13 @@
 //! The storage thread: executes the server's [`StorageOp`]s in order on a blocking
 //! thread, syncing each batch of appended txns once (group commit), and reports the
 //! highest durable zxid back to the core through a watch channel (which never blocks, so
-//! the two cannot deadlock on full queues).
+//! the two cannot deadlock on full queues). It times each sync and each snapshot into
+//! [`StorageStats`] (`fsynctime`, `snapshottime`, `last_snapshot`).
 
+use crate::server::stats::StorageStats;
 use crate::server::StorageOp;
 use crate::storage::{LogEntry, Storage};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, watch};
 
 /// Autopurge settings (ZooKeeper's autopurge.snapRetainCount / purgeInterval).
@@ -16,16 +18,28 @@ pub struct Purge {
     pub interval_hours: u32,
 }
 
-/// Runs until `rx` closes. A storage error is fatal: the process exits, because an
-/// unacknowledged write may or may not be on disk and serving on would be a guess.
+/// Runs until `rx` closes, recording sync and snapshot times in `stats`. A storage error
+/// is fatal: the process exits, because an unacknowledged write may or may not be on
+/// disk and serving on would be a guess.
 pub fn run(
     mut storage: Box<dyn Storage>,
     mut rx: mpsc::Receiver<StorageOp>,
     durable: watch::Sender<i64>,
     purge: Purge,
+    stats: StorageStats,
 ) {
     let mut last_purge = Instant::now();
     let mut entries: Vec<LogEntry> = Vec::new();
+    match storage.snapshots() {
+        Ok(zxids) => {
+            if let Some(&zxid) = zxids.last() {
+                stats.found_snapshot(zxid);
+            }
+        }
+        Err(e) => fatal(&e),
+    }
+    // The snapshot being written and when its first chunk arrived.
+    let mut snapshot_started: Option<(i64, Instant)> = None;
     while let Some(first) = rx.blocking_recv() {
         let mut op = Some(first);
         let mut last_zxid = None;
@@ -41,10 +55,20 @@ pub fn run(
                     Ok(())
                 }
                 StorageOp::SnapshotChunk { zxid, index, data } => {
+                    if index == 0 {
+                        snapshot_started = Some((zxid, Instant::now()));
+                    }
                     storage.put_snapshot_chunk(zxid, index, &data)
                 }
                 StorageOp::SnapshotDone { zxid, chunks } => {
                     let r = storage.finish_snapshot(zxid, chunks);
+                    if r.is_ok() {
+                        let elapsed_ms = match snapshot_started.take() {
+                            Some((z, t0)) if z == zxid => t0.elapsed().as_millis() as u64,
+                            _ => 0,
+                        };
+                        stats.record_snapshot(zxid, elapsed_ms, unix_seconds());
+                    }
                     let due = purge.interval_hours > 0
                         && last_purge.elapsed()
                             >= Duration::from_secs(purge.interval_hours as u64 * 3600);
@@ -65,15 +89,29 @@ pub fn run(
             }
         }
         if !entries.is_empty() {
+            let t0 = Instant::now();
             if let Err(e) = storage.append(&entries, true) {
                 fatal(&e);
             }
+            stats.record_fsync(t0.elapsed().as_millis() as u64);
             entries.clear();
         }
         if let Some(z) = last_zxid {
             durable.send_replace(z);
         }
     }
+    // A clean stop: every queued op is done; let the store tidy up for a quick start.
+    if let Err(e) = storage.close() {
+        tracing::warn!(error = %e, "tidying the store at stop failed; nothing is lost");
+    }
+}
+
+/// Seconds since the Unix epoch (0 if the clock is before it).
+fn unix_seconds() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
 }
 
 fn fatal(e: &crate::storage::StorageError) -> ! {

@@ -167,6 +167,63 @@ pub enum Request {
 }
 
 impl Request {
+    /// The operation's name as ZooKeeper's logs spell it (`create`, `setData`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Request::Create(_) => "create",
+            Request::Delete(_) => "delete",
+            Request::DeleteContainer(_) => "deleteContainer",
+            Request::Exists(_) => "exists",
+            Request::GetData(_) => "getData",
+            Request::SetData(_) => "setData",
+            Request::GetAcl(_) => "getACL",
+            Request::SetAcl(_) => "setACL",
+            Request::GetChildren(_) => "getChildren",
+            Request::GetChildren2(_) => "getChildren2",
+            Request::Sync(_) => "sync",
+            Request::Ping => "ping",
+            Request::Check(_) => "check",
+            Request::Multi(_) => "multi",
+            Request::MultiRead(_) => "multiRead",
+            Request::Reconfig(_) => "reconfig",
+            Request::CheckWatches(_) => "checkWatches",
+            Request::RemoveWatches(_) => "removeWatches",
+            Request::Auth(_) => "auth",
+            Request::SetWatches(_) => "setWatches",
+            Request::Sasl => "sasl",
+            Request::GetEphemerals(_) => "getEphemerals",
+            Request::GetAllChildrenNumber(_) => "getAllChildrenNumber",
+            Request::AddWatch(_) => "addWatch",
+            Request::WhoAmI => "whoAmI",
+            Request::CloseSession => "closeSession",
+            Request::Unknown(_) => "unknown",
+        }
+    }
+
+    /// The znode path the request names, for logs; `None` for requests without one
+    /// (ping, auth, setWatches, multi, whoAmI, closeSession, ...).
+    pub fn path(&self) -> Option<&str> {
+        Some(match self {
+            Request::Create(c) => &c.path,
+            Request::Delete(d) => &d.path,
+            Request::Exists(r)
+            | Request::GetData(r)
+            | Request::GetChildren(r)
+            | Request::GetChildren2(r) => &r.path,
+            Request::SetData(s) => &s.path,
+            Request::SetAcl(s) => &s.path,
+            Request::Check(c) => &c.path,
+            Request::DeleteContainer(r)
+            | Request::GetAcl(r)
+            | Request::Sync(r)
+            | Request::GetEphemerals(r)
+            | Request::GetAllChildrenNumber(r) => &r.path,
+            Request::CheckWatches(w) | Request::RemoveWatches(w) => &w.path,
+            Request::AddWatch(a) => &a.path,
+            _ => return None,
+        })
+    }
+
     /// Decodes the body of a request with opcode `opcode`.
     ///
     /// Errors: any [`JuteError`] when the body does not hold the op's record; the caller

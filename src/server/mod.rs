@@ -18,6 +18,7 @@ pub mod prep;
 pub mod reads;
 pub mod recovery;
 pub mod reply;
+pub mod stats;
 pub mod txn;
 
 use crate::proto::opcode as op;
@@ -38,6 +39,11 @@ use txn::{Txn, TxnOp};
 pub enum Input {
     /// A TCP connection was accepted.
     Connected { conn: ConnId, addr: SocketAddr },
+    /// The transport vouched for identities of the connection before its first packet:
+    /// a TLS client certificate gives `x509:<subject DN>` (and `super:<DN>` for the x509
+    /// super user), as ZooKeeper's X509AuthenticationProvider adds them when the TLS
+    /// handshake completes. They hold for the connection's lifetime.
+    Authenticated { conn: ConnId, ids: Vec<Id> },
     /// The connection's first packet.
     Handshake { conn: ConnId, req: ConnectRequest },
     /// A request after the handshake.
@@ -111,6 +117,8 @@ pub struct ConnStats {
     pub last_zxid: i64,
     pub established_ms: i64,
     pub last_response_ms: i64,
+    /// Latencies of this connection's answered requests.
+    pub latency: stats::ConnLatency,
 }
 
 /// A connection as the state machine knows it.
@@ -133,7 +141,13 @@ enum Queued {
     /// A proposed txn; its reply goes out when it applies.
     Txn(i64),
     /// A read waiting for the writes before it.
-    Read { xid: i32, opcode: i32, req: Request },
+    Read {
+        xid: i32,
+        opcode: i32,
+        req: Request,
+        /// When it arrived, for its latency.
+        arrived_ms: i64,
+    },
 }
 
 /// Who waits for a proposed txn.
@@ -167,6 +181,8 @@ pub struct ServerStats {
     pub packets_received: u64,
     pub packets_sent: u64,
     pub started_ms: i64,
+    /// Latencies, sizes, storage times (`stats`).
+    pub metrics: stats::Metrics,
 }
 
 /// The state machine of a standalone server.
@@ -175,9 +191,9 @@ pub struct Server {
     pub tree: DataTree,
     pub sessions: SessionTracker,
     pub watches: WatchManager,
-    pub conns: HashMap<ConnId, Conn>,
+    pub conns: rustc_hash::FxHashMap<ConnId, Conn>,
     /// Which connection each session is attached to.
-    session_conn: HashMap<i64, ConnId>,
+    session_conn: rustc_hash::FxHashMap<i64, ConnId>,
     /// The last committed (and applied) zxid.
     pub last_zxid: i64,
     pub stats: ServerStats,
@@ -192,6 +208,9 @@ pub struct Server {
     pending: VecDeque<(Txn, Origin)>,
     /// Their effects, for prep.
     outstanding: prep::Outstanding,
+    /// The paths each proposed txn recorded in `outstanding`, in zxid order, so
+    /// applying a txn clears just its own entries instead of scanning them all.
+    outstanding_paths: VecDeque<(i64, Vec<String>)>,
     txns_since_snapshot: u64,
     snapshot: Option<SnapshotProgress>,
     /// Set while recovery replays the log: apply is lenient (see `recovery`).
@@ -209,8 +228,8 @@ impl Server {
             tree: DataTree::new(),
             sessions: SessionTracker::new(tick, SessionTracker::initial_id(now_ms, 0)),
             watches: WatchManager::default(),
-            conns: HashMap::new(),
-            session_conn: HashMap::new(),
+            conns: Default::default(),
+            session_conn: Default::default(),
             last_zxid: (epoch as i64) << 32,
             stats: ServerStats {
                 started_ms: now_ms,
@@ -224,6 +243,7 @@ impl Server {
             proposed_zxid: (epoch as i64) << 32,
             pending: VecDeque::new(),
             outstanding: HashMap::new(),
+            outstanding_paths: VecDeque::new(),
             txns_since_snapshot: 0,
             snapshot: None,
             replaying: false,
@@ -260,6 +280,9 @@ impl Server {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.stats.sent += 1;
             self.stats.packets_sent += 1;
+            // ZooKeeper's BufferStats count the reply without its length prefix.
+            let size = packet.len().saturating_sub(4) as i64;
+            self.stats.metrics.response_size.record(size);
             self.outbox.push((conn, Outbound::Packet(packet)));
         }
     }
@@ -273,6 +296,7 @@ impl Server {
         self.now_ms = now_ms;
         match input {
             Input::Connected { conn, addr } => {
+                self.stats.metrics.connection_requests += 1;
                 let ip = addr.ip().to_canonical().to_string();
                 self.conns.insert(
                     conn,
@@ -290,6 +314,15 @@ impl Server {
                         inflight: VecDeque::new(),
                     },
                 );
+            }
+            Input::Authenticated { conn, ids } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    for id in ids {
+                        if !c.identities.contains(&id) {
+                            c.identities.push(id);
+                        }
+                    }
+                }
             }
             Input::Handshake { conn, req } => self.handshake(conn, req),
             Input::Request {
@@ -416,7 +449,10 @@ impl Server {
         };
         c.stats.received += 1;
         c.stats.last_op = op::short_name(opcode);
-        c.stats.last_cxid = xid;
+        // Pings and other special xids are negative: ZooKeeper keeps the last real one.
+        if xid >= 0 {
+            c.stats.last_cxid = xid;
+        }
         c.stats.last_response_ms = now;
         let session_id = c.session_id;
         let waiting = !c.inflight.is_empty();
@@ -440,9 +476,15 @@ impl Server {
             self.write(conn, session_id, xid, req);
         } else if waiting {
             if let Some(c) = self.conns.get_mut(&conn) {
-                c.inflight.push_back(Queued::Read { xid, opcode, req });
+                c.inflight.push_back(Queued::Read {
+                    xid,
+                    opcode,
+                    req,
+                    arrived_ms: now,
+                });
             }
         } else {
+            self.note_read(conn, opcode, &req, now);
             self.read(conn, session_id, xid, opcode, req);
             self.note_last_zxid(conn);
         }
@@ -486,6 +528,26 @@ impl Server {
             _ => Err(ErrorCode::Unimplemented),
         };
         let changes = p.into_changes();
+        // ZooKeeper logs each refused write at INFO ("Got user-level KeeperException");
+        // so does keel, with the reason. The error still takes a zxid, as in ZooKeeper.
+        match &r {
+            Err(code) => tracing::info!(
+                session = format!("0x{session_id:x}"),
+                xid,
+                op = req.name(),
+                path = req.path().unwrap_or(""),
+                error = ?code,
+                "request refused"
+            ),
+            Ok(TxnOp::MultiError(codes)) => tracing::info!(
+                session = format!("0x{session_id:x}"),
+                xid,
+                op = "multi",
+                errors = ?codes,
+                "request refused"
+            ),
+            Ok(_) => {}
+        }
         let op = r.unwrap_or_else(TxnOp::Error);
         let origin = if matches!(op, TxnOp::CloseSession { .. }) {
             self.sessions.set_closing(session_id);
@@ -504,9 +566,12 @@ impl Server {
     /// at once.
     fn record_outstanding(&mut self, changes: HashMap<String, Option<prep::NodeView>>) {
         let zxid = self.proposed_zxid + 1;
+        let mut paths = Vec::with_capacity(changes.len());
         for (path, view) in changes {
+            paths.push(path.clone());
             self.outstanding.insert(path, (zxid, view));
         }
+        self.outstanding_paths.push_back((zxid, paths));
     }
 
     /// The session's ephemerals as they will be once every proposed txn applies.
@@ -564,7 +629,28 @@ impl Server {
         self.last_zxid = txn.zxid;
         let result = self.apply(&txn);
         let zxid = txn.zxid;
-        self.outstanding.retain(|_, (z, _)| *z > zxid);
+        // Clear what this txn (and any earlier one) recorded, unless a later proposal
+        // has since recorded the same path: that entry stays until its own txn applies.
+        while self
+            .outstanding_paths
+            .front()
+            .is_some_and(|(z, _)| *z <= zxid)
+        {
+            if let Some((_, paths)) = self.outstanding_paths.pop_front() {
+                for path in paths {
+                    if self.outstanding.get(&path).is_some_and(|(z, _)| *z <= zxid) {
+                        self.outstanding.remove(&path);
+                    }
+                }
+            }
+        }
+        // Session creation is not timed, as in ZooKeeper (it never reaches
+        // FinalRequestProcessor's statistics).
+        let waiting = match origin {
+            Origin::Reply { conn, .. } | Origin::Close { conn, .. } => Some(conn),
+            Origin::Server | Origin::Handshake { .. } => None,
+        };
+        self.note_txn(&txn, waiting);
         let conn = match origin {
             Origin::Server => {
                 if let TxnOp::CloseSession { .. } = txn.op {
@@ -624,10 +710,17 @@ impl Server {
             if !matches!(c.inflight.front(), Some(Queued::Read { .. })) {
                 break;
             }
-            let Some(Queued::Read { xid, opcode, req }) = c.inflight.pop_front() else {
+            let Some(Queued::Read {
+                xid,
+                opcode,
+                req,
+                arrived_ms,
+            }) = c.inflight.pop_front()
+            else {
                 break;
             };
             let session_id = c.session_id;
+            self.note_read(conn, opcode, &req, arrived_ms);
             self.read(conn, session_id, xid, opcode, req);
         }
         self.note_last_zxid(conn);
@@ -754,9 +847,16 @@ impl Server {
     }
 
     /// Handles an auth packet (xid -4): digest adds `digest:user:hash` (and `super`
-    /// when it matches the super digest); anything else fails and closes the
-    /// connection, as ZooKeeper does.
+    /// when it matches the super digest); x509 succeeds on a connection whose TLS
+    /// client certificate already made it `x509:<DN>` (ZooKeeper's provider re-checks
+    /// that certificate); anything else fails and closes the connection, as ZooKeeper
+    /// does.
     fn auth(&mut self, conn: ConnId, pkt: &jute::AuthPacket) {
+        let has_certificate = |c: &Conn| c.identities.iter().any(|i| i.scheme == "x509");
+        if pkt.scheme == "x509" && self.conns.get(&conn).is_some_and(has_certificate) {
+            self.send(conn, reply::header_only(op::XID_AUTH, 0, 0));
+            return;
+        }
         let ok = pkt.scheme == "digest" && std::str::from_utf8(&pkt.auth).is_ok();
         if !ok {
             tracing::info!(conn, scheme = %pkt.scheme, "authentication failed");

@@ -15,13 +15,6 @@ use jute::{
 };
 
 impl Server {
-    fn identities(&self, conn: ConnId) -> Vec<Id> {
-        self.conns
-            .get(&conn)
-            .map(|c| c.identities.clone())
-            .unwrap_or_default()
-    }
-
     fn read_check(&self, p: &str, perm: i32, ids: &[Id]) -> Result<&crate::tree::Znode, ErrorCode> {
         let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
         acl::check(&node.acl, perm, ids)?;
@@ -54,22 +47,32 @@ impl Server {
         req: Request,
     ) {
         let zxid = self.last_zxid;
-        let ids = self.identities(conn);
+        // Borrowed, not cloned: this runs for every read.
+        let no_ids: [Id; 0] = [];
+        let ids: &[Id] = match self.conns.get(&conn) {
+            Some(c) => &c.identities,
+            None => &no_ids,
+        };
         let ok = |body: &dyn Fn(&mut bytes::BytesMut)| {
             reply::frame(|buf| {
                 ReplyHeader { xid, zxid, err: 0 }.encode(buf);
                 body(buf);
             })
         };
-        let err = |code: ErrorCode| reply::header_only(xid, zxid, code.code());
-        let packet = match req {
+        // The code of an error reply, logged below with the request's path.
+        let refused: std::cell::Cell<Option<ErrorCode>> = std::cell::Cell::new(None);
+        let err = |code: ErrorCode| {
+            refused.set(Some(code));
+            reply::header_only(xid, zxid, code.code())
+        };
+        let packet = match &req {
             Request::Ping => reply::header_only(op::XID_PING, zxid, 0),
             Request::Auth(pkt) => {
-                self.auth(conn, &pkt);
+                self.auth(conn, pkt);
                 return;
             }
             Request::SetWatches(w) => {
-                self.set_watches(conn, &w);
+                self.set_watches(conn, w);
                 reply::header_only(op::XID_SET_WATCHES, zxid, 0)
             }
             Request::Exists(r) => match self.tree.get(&r.path) {
@@ -84,10 +87,11 @@ impl Server {
                     if r.watch {
                         self.watches.add(Table::Data, &r.path, conn, STANDARD);
                     }
-                    err(ErrorCode::NoNode)
+                    // exists on a missing znode is an answer, not a refusal.
+                    reply::header_only(xid, zxid, ErrorCode::NoNode.code())
                 }
             },
-            Request::GetData(r) => match self.data_of(&r.path, &ids) {
+            Request::GetData(r) => match self.data_of(&r.path, ids) {
                 Ok(resp) => {
                     if r.watch {
                         self.watches.add(Table::Data, &r.path, conn, STANDARD);
@@ -97,7 +101,7 @@ impl Server {
                 Err(code) => err(code),
             },
             Request::GetChildren(r) | Request::GetChildren2(r) => {
-                match self.children_of(&r.path, &ids) {
+                match self.children_of(&r.path, ids) {
                     Ok((children, stat)) => {
                         if r.watch {
                             self.watches.add(Table::Child, &r.path, conn, STANDARD);
@@ -113,17 +117,17 @@ impl Server {
                     Err(code) => err(code),
                 }
             }
-            Request::GetAcl(r) => match self.get_acl(&r.path, &ids) {
+            Request::GetAcl(r) => match self.get_acl(&r.path, ids) {
                 Ok(resp) => ok(&|b| resp.encode(b)),
                 Err(code) => err(code),
             },
             Request::Sync(r) => ok(&|b| r.encode(b)),
             Request::MultiRead(ops) => {
                 let mut parts: Vec<(i32, Result<bytes::Bytes, ErrorCode>)> = Vec::new();
-                for o in &ops {
+                for o in ops {
                     match o {
                         MultiOp::GetChildren(p) => {
-                            let r = self.children_of(&p.path, &ids).map(|(children, _)| {
+                            let r = self.children_of(&p.path, ids).map(|(children, _)| {
                                 let mut b = bytes::BytesMut::new();
                                 GetChildrenResponse { children }.encode(&mut b);
                                 b.freeze()
@@ -131,7 +135,7 @@ impl Server {
                             parts.push((op::GET_CHILDREN, r));
                         }
                         MultiOp::GetData(p) => {
-                            let r = self.data_of(&p.path, &ids).map(|d| {
+                            let r = self.data_of(&p.path, ids).map(|d| {
                                 let mut b = bytes::BytesMut::new();
                                 d.encode(&mut b);
                                 b.freeze()
@@ -176,17 +180,17 @@ impl Server {
                 }
             }
             Request::GetEphemerals(r) => {
-                let prefix = r.path;
+                let prefix = &r.path;
                 let ephemerals: Vec<String> = self
                     .tree
                     .ephemerals(session_id)
-                    .filter(|p| prefix == "/" || p.starts_with(&prefix))
+                    .filter(|p| prefix == "/" || p.starts_with(prefix.as_str()))
                     .cloned()
                     .collect();
                 let resp = GetEphemeralsResponse { ephemerals };
                 ok(&|b| resp.encode(b))
             }
-            Request::GetAllChildrenNumber(r) => match self.read_check(&r.path, perm::READ, &ids) {
+            Request::GetAllChildrenNumber(r) => match self.read_check(&r.path, perm::READ, ids) {
                 Ok(_) => {
                     let total_number = self.tree.descendant_count(&r.path) as i32;
                     ok(&|b| GetAllChildrenNumberResponse { total_number }.encode(b))
@@ -217,6 +221,16 @@ impl Server {
             // Writes never reach here; answer defensively rather than panic.
             _ => err(ErrorCode::Unimplemented),
         };
+        if let Some(code) = refused.get() {
+            tracing::info!(
+                session = format!("0x{session_id:x}"),
+                xid,
+                op = op::short_name(opcode),
+                path = req.path().unwrap_or(""),
+                error = ?code,
+                "request refused"
+            );
+        }
         self.send(conn, packet);
     }
 

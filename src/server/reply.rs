@@ -7,7 +7,8 @@ use crate::proto::opcode;
 
 /// Frames a packet: 4-byte big-endian length, then what `body` writes.
 pub fn frame(body: impl FnOnce(&mut BytesMut)) -> Bytes {
-    let mut buf = BytesMut::with_capacity(64);
+    // Most replies (a Stat, or ~100 bytes of data plus a Stat) fit without regrowing.
+    let mut buf = BytesMut::with_capacity(256);
     buf.put_i32(0);
     body(&mut buf);
     let len = (buf.len() - 4) as i32;

@@ -4,7 +4,7 @@
 //! A session's deadline is rounded up to the next multiple of tickTime, so all sessions
 //! due in the same tick expire together, as in ZooKeeper.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One client session.
 #[derive(Debug, Clone)]
@@ -24,7 +24,7 @@ pub struct Session {
 #[derive(Debug)]
 pub struct SessionTracker {
     tick_ms: i64,
-    sessions: HashMap<i64, Session>,
+    sessions: rustc_hash::FxHashMap<i64, Session>,
     buckets: BTreeMap<i64, BTreeSet<i64>>,
     next_id: i64,
 }
@@ -35,7 +35,7 @@ impl SessionTracker {
     pub fn new(tick_ms: u32, first_id: i64) -> SessionTracker {
         SessionTracker {
             tick_ms: tick_ms.max(1) as i64,
-            sessions: HashMap::new(),
+            sessions: Default::default(),
             buckets: BTreeMap::new(),
             next_id: first_id,
         }

@@ -121,4 +121,12 @@ pub trait Storage: Send {
 
     /// Sets a metadata value durably.
     fn put_meta(&mut self, key: &str, value: &[u8]) -> Result<(), StorageError>;
+
+    /// Called once on a clean stop, after the last append: a store may tidy up so the
+    /// next start is quicker. Nothing may depend on it (a crash skips it).
+    ///
+    /// Errors: the tidy-up failed; everything appended is still durable.
+    fn close(&mut self) -> Result<(), StorageError> {
+        Ok(())
+    }
 }

@@ -296,6 +296,24 @@ impl RocksStorage {
 }
 
 impl Storage for RocksStorage {
+    /// Moves the memtables into table files, so the WAL holds nothing to replay and
+    /// the next start (which reads the store twice: a read-only check, then the
+    /// read-write open) is quicker.
+    fn close(&mut self) -> Result<(), StorageError> {
+        if self.read_only {
+            return Ok(());
+        }
+        let mut flush = rocksdb::FlushOptions::default();
+        flush.set_wait(true);
+        for name in COLUMN_FAMILIES {
+            let cf = self.cf(name)?;
+            self.db
+                .flush_cf_opt(cf, &flush)
+                .map_err(|e| rocks_error(&self.path, e))?;
+        }
+        Ok(())
+    }
+
     /// One write batch per call, fsynced when `sync` and `force_sync` are both set. An
     /// empty call with `sync` syncs the WAL, so it may serve as a barrier.
     fn append(&mut self, entries: &[LogEntry], sync: bool) -> Result<(), StorageError> {
@@ -574,6 +592,9 @@ fn marker_key(zxid: i64) -> String {
 /// The options of every open, read-write or read-only. One place on purpose: a
 /// read-only open whose options differ from the read-write ones (WAL tracking off) makes
 /// RocksDB 11.8 try to edit the MANIFEST it cannot write, and crash.
+/// Memory for all memtables together, bytes.
+const MEMTABLE_BUDGET_BYTES: usize = 16 << 20;
+
 fn db_options(wal_dir: Option<&Path>) -> Options {
     let mut opts = Options::default();
     opts.set_wal_recovery_mode(DBRecoveryMode::TolerateCorruptedTailRecords);
@@ -581,6 +602,11 @@ fn db_options(wal_dir: Option<&Path>) -> Options {
     opts.set_paranoid_checks(true);
     opts.set_compression_type(DBCompressionType::None);
     opts.set_keep_log_file_num(KEEP_INFO_LOGS);
+    // The memtables only stage txns and snapshot chunks on their way to table files;
+    // cap them together so their memory does not grow with the tree (RocksDB's
+    // default is 64 MB per column family and memtable).
+    opts.set_db_write_buffer_size(MEMTABLE_BUDGET_BYTES);
+    opts.set_write_buffer_size(MEMTABLE_BUDGET_BYTES / 2);
     if let Some(wal_dir) = wal_dir {
         opts.set_wal_dir(wal_dir);
     }

@@ -2,7 +2,8 @@
 //! ZooKeeperServer.checkACL and PrepRequestProcessor.fixupACL).
 //!
 //! A connection's identities are a list of [`Id`]s: `ip:<addr>` from the socket, plus
-//! `digest:<user>:<hash>` and possibly `super:` after `addauth`.
+//! `digest:<user>:<hash>` and possibly `super:` after `addauth`, `x509:<subject DN>` (and
+//! possibly `super:<DN>`) from a TLS client certificate.
 
 use crate::proto::ErrorCode;
 use base64::Engine;
@@ -66,6 +67,80 @@ fn ip_valid(expr: &str) -> bool {
         (Ok(IpAddr::V6(_)), Some(b)) => b <= 128,
         _ => false,
     }
+}
+
+/// Splits `text` on the separators that are neither backslash-escaped nor inside
+/// double quotes (the quoting rules of Java's `X500Name` string parser).
+fn split_dn<'a>(text: &'a str, separators: &[char]) -> Vec<&'a str> {
+    let mut parts = Vec::new();
+    let (mut start, mut quoted, mut escaped) = (0, false, false);
+    for (i, c) in text.char_indices() {
+        if escaped {
+            escaped = false;
+        } else if c == '\\' {
+            escaped = true;
+        } else if c == '"' {
+            quoted = !quoted;
+        } else if !quoted && separators.contains(&c) {
+            parts.push(&text[start..i]);
+            start = i + c.len_utf8();
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
+/// The attribute keywords Java's `X500Principal(String)` knows (`AVAKeyword`).
+const DN_KEYWORDS: &[&str] = &[
+    "CN",
+    "C",
+    "L",
+    "S",
+    "ST",
+    "O",
+    "OU",
+    "T",
+    "IP",
+    "STREET",
+    "DC",
+    "DNQUALIFIER",
+    "DNQ",
+    "SURNAME",
+    "GIVENNAME",
+    "INITIALS",
+    "GENERATION",
+    "EMAIL",
+    "EMAILADDRESS",
+    "UID",
+    "SERIALNUMBER",
+];
+
+/// Whether an `x509` ACL id is a distinguished name ZooKeeper accepts: its
+/// X509AuthenticationProvider.isValid parses it with `new X500Principal(id)`. This
+/// checks the shape that parser requires: the empty name, or RDNs separated by `,` or
+/// `;`, each of `+`-joined `keyword=value` pairs whose keyword is a known name (any
+/// case) or a dotted OID (optionally `OID.`-prefixed). Value escapes are not checked.
+pub fn x509_valid(dn: &str) -> bool {
+    if dn.is_empty() {
+        return true;
+    }
+    let keyword_ok = |k: &str| {
+        let k = k.trim().to_ascii_uppercase();
+        if DN_KEYWORDS.contains(&k.as_str()) {
+            return true;
+        }
+        let oid = k.strip_prefix("OID.").unwrap_or(&k);
+        let arcs: Vec<&str> = oid.split('.').collect();
+        arcs.len() >= 2
+            && arcs
+                .iter()
+                .all(|a| !a.is_empty() && a.bytes().all(|b| b.is_ascii_digit()))
+    };
+    split_dn(dn, &[',', ';']).into_iter().all(|rdn| {
+        split_dn(rdn, &['+'])
+            .into_iter()
+            .all(|ava| ava.split_once('=').is_some_and(|(k, _)| keyword_ok(k)))
+    })
 }
 
 /// Checks that one of `identities` holds one of the `perm` bits on a znode with `acl`.
@@ -136,7 +211,8 @@ pub fn fixup(acl: &[Acl], identities: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
             }
             "digest" if a.id.id.split(':').count() == 2 => push(a.clone(), &mut out),
             "ip" if ip_valid(&a.id.id) => push(a.clone(), &mut out),
-            "x509" | "sasl" => push(a.clone(), &mut out),
+            "x509" if x509_valid(&a.id.id) => push(a.clone(), &mut out),
+            "sasl" => push(a.clone(), &mut out),
             _ => return Err(ErrorCode::InvalidAcl),
         }
     }
@@ -177,6 +253,36 @@ mod tests {
         assert!(ip_matches("127.0.0.9", "127.0.0.0/24"));
         assert!(!ip_matches("127.0.1.9", "127.0.0.0/24"));
         assert!(!ip_matches("127.0.0.1", "bad"));
+    }
+
+    #[test]
+    fn x509_ids_must_be_distinguished_names() {
+        for ok in [
+            "",
+            "CN=client1",
+            "CN=a+OU=b",
+            "cn=x, o=y",
+            "CN=Keel\\, Inc.,O=k",
+            "CN=\"a,b\";O=k",
+            "1.2.840.113549.1.9.1=#160b6332",
+            "OID.2.5.4.3=x",
+        ] {
+            assert!(x509_valid(ok), "{ok}");
+        }
+        for bad in ["client1", " ", "CN=a,", "XX=a", "CN=a,foo", "1=x", "2.5.=x"] {
+            assert!(!x509_valid(bad), "{bad}");
+        }
+        let acl = |id: &str| {
+            vec![Acl {
+                perms: 31,
+                id: Id {
+                    scheme: "x509".into(),
+                    id: id.into(),
+                },
+            }]
+        };
+        assert!(fixup(&acl("CN=client1"), &[]).is_ok());
+        assert_eq!(fixup(&acl("client1"), &[]), Err(ErrorCode::InvalidAcl));
     }
 
     #[test]

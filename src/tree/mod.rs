@@ -14,7 +14,7 @@ use crate::proto::ErrorCode;
 use bytes::Bytes;
 use jute::{Acl, Id, Stat};
 use quota::StatsTrack;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 pub use znode::{Owner, Znode};
 
@@ -34,7 +34,16 @@ pub struct DataTree {
     quota_paths: BTreeSet<String>,
     /// Sum of path lengths and data lengths, ZooKeeper's approximate data size.
     approximate_data_size: i64,
+    /// Every distinct ACL in use, shared by all znodes that carry it (ZooKeeper's
+    /// ReferenceCountedACLCache): most trees use a handful of ACLs, and one copy per
+    /// znode would cost more than a small znode's data.
+    acls: HashSet<Arc<Vec<Acl>>>,
+    /// Cache size at which ACLs no znode uses any more are dropped.
+    acls_purge_at: usize,
 }
+
+/// The ACL cache never purges below this many entries.
+const ACL_CACHE_MIN_PURGE: usize = 1024;
 
 impl Default for DataTree {
     fn default() -> Self {
@@ -54,7 +63,10 @@ impl DataTree {
             ttls: BTreeSet::new(),
             quota_paths: BTreeSet::new(),
             approximate_data_size: 0,
+            acls: HashSet::new(),
+            acls_purge_at: ACL_CACHE_MIN_PURGE,
         };
+        let open = t.intern_acl(open);
         let system = |acl: &Arc<Vec<Acl>>| Znode::new(Some(Bytes::new()), acl.clone(), 0, 0, 0);
         let mut root = system(&open);
         root.children.insert("zookeeper".into());
@@ -68,6 +80,7 @@ impl DataTree {
                 id: "anyone".into(),
             },
         }]);
+        let read_only = t.intern_acl(read_only);
         let mut config = system(&read_only);
         config.aversion = -1;
         t.nodes.insert("/".into(), root);
@@ -153,6 +166,7 @@ impl DataTree {
         parent.child_creates = parent_creates;
         parent.pzxid = zxid;
         let data_len = data.as_ref().map_or(0, Bytes::len) as i64;
+        let acl = self.intern_acl(acl);
         let node = Znode::new(data, acl, owner, zxid, time_ms);
         let stat = node.stat();
         self.nodes.insert(path.to_string(), node);
@@ -223,6 +237,10 @@ impl DataTree {
         acl: Arc<Vec<Acl>>,
         aversion: i32,
     ) -> Result<Stat, ErrorCode> {
+        if !self.nodes.contains_key(path) {
+            return Err(ErrorCode::NoNode);
+        }
+        let acl = self.intern_acl(acl);
         let node = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
         node.acl = acl;
         node.aversion = aversion;
@@ -342,7 +360,24 @@ impl DataTree {
             ttls: BTreeSet::new(),
             quota_paths: BTreeSet::new(),
             approximate_data_size: 0,
+            acls: HashSet::new(),
+            acls_purge_at: ACL_CACHE_MIN_PURGE,
         }
+    }
+
+    /// The shared copy of `acl`: an equal ACL already in use, or `acl` itself, now
+    /// cached. When the cache has doubled since the last purge, ACLs held by no znode
+    /// are dropped, so it stays bounded by the ACLs in use.
+    fn intern_acl(&mut self, acl: Arc<Vec<Acl>>) -> Arc<Vec<Acl>> {
+        if let Some(shared) = self.acls.get(&acl) {
+            return shared.clone();
+        }
+        if self.acls.len() >= self.acls_purge_at {
+            self.acls.retain(|a| Arc::strong_count(a) > 1);
+            self.acls_purge_at = (self.acls.len() * 2).max(ACL_CACHE_MIN_PURGE);
+        }
+        self.acls.insert(acl.clone());
+        acl
     }
 
     /// Adds a znode read from a snapshot and links it to its parent at once. Snapshots
@@ -351,6 +386,7 @@ impl DataTree {
     /// replaying the log recreates the parent and links it.
     pub fn insert_loaded(&mut self, path: String, mut node: Znode) {
         node.children.clear();
+        node.acl = self.intern_acl(node.acl);
         self.approximate_data_size += (path.len() + node.data_len()) as i64;
         self.index(&path, node.owner());
         if path != "/" {

@@ -1,0 +1,803 @@
+//! The AdminServer's commands: names, aliases and JSON bodies of the same shape as
+//! Apache ZooKeeper 3.8's (`server/admin/Commands.java`: same keys, nesting, value types
+//! and key order), rendered from an [`AdminView`] gathered on the core task.
+//!
+//! Every body is an object whose command-specific keys come first, then `"command"` (the
+//! primary name) and `"error"` (`null`, or the reason), as `CommandResponse.toMap` builds
+//! it. [`to_jackson_pretty`] prints it the way ZooKeeper's `JsonOutputter` (Jackson with
+//! `INDENT_OUTPUT`) does, so a body is byte-comparable apart from the figures.
+//!
+//! keel runs standalone, so the quorum commands answer as a standalone ZooKeeper does:
+//! `leader` with ZooKeeper's "server is not initialized" error, empty `voting_view`,
+//! not-voting `zabstate`, no observers.
+
+use super::fourlw::{
+    java_hex, java_socket_addr, mntr_entries, round4_half_up, ConnectionSnapshot, MntrValue,
+    ServerSnapshot,
+};
+use super::snapshot;
+use crate::config::Config;
+use crate::server::stats::LastSnapshot;
+use crate::server::Server;
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+
+/// One AdminServer command: its primary name, its other names, and whether it needs a
+/// serving server (ZooKeeper's `CommandBase.serverRequired`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Command {
+    pub primary: &'static str,
+    pub aliases: &'static [&'static str],
+    pub server_required: bool,
+}
+
+const fn cmd(
+    primary: &'static str,
+    aliases: &'static [&'static str],
+    server_required: bool,
+) -> Command {
+    Command {
+        primary,
+        aliases,
+        server_required,
+    }
+}
+
+/// Every command ZooKeeper 3.8 registers (`Commands` static block), sorted by primary
+/// name as the command listing prints them. `stat_reset` and `connection_stat_reset`
+/// reset (the HTTP layer does it before answering); keel keeps no trace mask, so
+/// `set_trace_mask` answers as ZooKeeper does without changing anything, like `stmk`;
+/// `observer_connection_stat_reset` has no observers to reset.
+pub const COMMANDS: [Command; 26] = [
+    cmd("configuration", &["conf", "config"], true),
+    cmd("connection_stat_reset", &["crst"], true),
+    cmd("connections", &["cons"], true),
+    cmd("dirs", &[], true),
+    cmd("dump", &[], true),
+    cmd("environment", &["env", "envi"], false),
+    cmd("get_trace_mask", &["gtmk"], false),
+    cmd("hash", &[], true),
+    cmd("initial_configuration", &["icfg"], true),
+    cmd("is_read_only", &["isro"], true),
+    cmd("last_snapshot", &["lsnp"], true),
+    cmd("leader", &["lead"], true),
+    cmd("monitor", &["mntr"], false),
+    cmd("observer_connection_stat_reset", &["orst"], true),
+    cmd("observers", &["obsr"], true),
+    cmd("ruok", &[], true),
+    cmd("server_stats", &["srvr"], true),
+    cmd("set_trace_mask", &["stmk"], false),
+    cmd("stat_reset", &["srst"], true),
+    cmd("stats", &["stat"], true),
+    cmd("system_properties", &["sysp"], false),
+    cmd("voting_view", &[], true),
+    cmd("watch_summary", &["wchs"], true),
+    cmd("watches", &["wchc"], true),
+    cmd("watches_by_path", &["wchp"], true),
+    cmd("zabstate", &[], false),
+];
+
+/// The command called `name` (primary name or alias, case-sensitive as in ZooKeeper).
+pub fn lookup(name: &str) -> Option<&'static Command> {
+    COMMANDS
+        .iter()
+        .find(|c| c.primary == name || c.aliases.contains(&name))
+}
+
+/// What the commands report, gathered at one instant on the core task by [`gather`].
+#[derive(Debug, Clone)]
+pub struct AdminView {
+    /// The figures the four-letter words print.
+    pub snap: ServerSnapshot,
+    /// The newest complete snapshot (`last_snapshot`).
+    pub last_snapshot: Option<LastSnapshot>,
+    /// zoo.cfg as read at start-up (`initial_configuration`).
+    pub initial_config: String,
+    /// `system_properties`, sorted by name.
+    pub system_properties: BTreeMap<String, String>,
+}
+
+/// Gathers an [`AdminView`] of `server`; runs on the core task (see
+/// `net::listener::CoreHandle::query`), so it must stay quick.
+pub fn gather(server: &Server, config: &Config) -> AdminView {
+    let snap = snapshot::build(server, config);
+    AdminView {
+        last_snapshot: server.stats.metrics.storage.figures().last_snapshot,
+        initial_config: config.initial_config.clone(),
+        system_properties: system_properties(config),
+        snap,
+    }
+}
+
+/// zoo.cfg keys ZooKeeper's `QuorumPeerConfig.parseProperties` reads itself; every other
+/// key it turns into the system property `zookeeper.<key>`.
+const ZK_OWN_KEYS: &[&str] = &[
+    "dataDir",
+    "dataLogDir",
+    "clientPort",
+    "localSessionsEnabled",
+    "localSessionsUpgradingEnabled",
+    "clientPortAddress",
+    "secureClientPort",
+    "secureClientPortAddress",
+    "observerMasterPort",
+    "clientPortListenBacklog",
+    "tickTime",
+    "maxClientCnxns",
+    "minSessionTimeout",
+    "maxSessionTimeout",
+    "initLimit",
+    "syncLimit",
+    "connectToLearnerMasterLimit",
+    "electionAlg",
+    "quorumListenOnAllIPs",
+    "peerType",
+    "syncEnabled",
+    "dynamicConfigFile",
+    "autopurge.snapRetainCount",
+    "autopurge.purgeInterval",
+    "standaloneEnabled",
+    "reconfigEnabled",
+    "sslQuorum",
+    "portUnification",
+    "sslQuorumReloadCertFiles",
+    "quorum.auth.enableSasl",
+    "quorum.auth.serverRequireSasl",
+    "quorum.auth.learnerRequireSasl",
+    "quorum.auth.learner.saslLoginContext",
+    "quorum.auth.server.saslLoginContext",
+    "quorum.auth.kerberos.servicePrincipal",
+    "quorum.cnxn.threads.size",
+    "jvm.pause.info-threshold.ms",
+    "jvm.pause.warn-threshold.ms",
+    "jvm.pause.sleep.time.ms",
+    "jvm.pause.monitor",
+    "multiAddress.enabled",
+    "multiAddress.reachabilityCheckTimeoutMs",
+    "multiAddress.reachabilityCheckEnabled",
+    "oraclePath",
+];
+
+/// keel's answer to ZooKeeper's `System.getProperties()`: the standard properties that
+/// describe the process and its platform (JVM internals such as `java.vm.*` have no
+/// counterpart and are left out), every `-D` property given, then `zookeeper.<key>` for
+/// each zoo.cfg key ZooKeeper does not read itself (it copies those over `-D` values).
+fn system_properties(config: &Config) -> BTreeMap<String, String> {
+    let mut props = BTreeMap::new();
+    let env: HashMap<String, String> = super::fourlw::keel_environment().into_iter().collect();
+    let mut put = |k: &str, v: String| {
+        props.insert(k.to_string(), v);
+    };
+    for key in [
+        "java.version",
+        "java.vendor",
+        "java.home",
+        "java.class.path",
+        "java.io.tmpdir",
+        "os.name",
+        "os.arch",
+        "os.version",
+        "user.name",
+        "user.home",
+        "user.dir",
+    ] {
+        if let Some(v) = env.get(key) {
+            put(key, v.clone());
+        }
+    }
+    put(
+        "java.library.path",
+        std::env::var("LD_LIBRARY_PATH").unwrap_or_default(),
+    );
+    put("file.encoding", "UTF-8".into());
+    put("native.encoding", "UTF-8".into());
+    put("sun.jnu.encoding", "UTF-8".into());
+    put("file.separator", "/".into());
+    put("path.separator", ":".into());
+    put("line.separator", "\n".into());
+    put("sun.arch.data.model", (usize::BITS as usize).to_string());
+    put(
+        "sun.cpu.endian",
+        if cfg!(target_endian = "little") {
+            "little"
+        } else {
+            "big"
+        }
+        .into(),
+    );
+    put(
+        "sun.java.command",
+        std::env::args().collect::<Vec<_>>().join(" "),
+    );
+    let language = std::env::var("LANG")
+        .ok()
+        .and_then(|l| l.split(['_', '.']).next().map(str::to_string))
+        .filter(|l| !l.is_empty() && l != "C" && l != "POSIX")
+        .unwrap_or_else(|| "en".to_string());
+    put("user.language", language);
+    put(
+        "user.timezone",
+        std::env::var("TZ").unwrap_or_else(|_| "Etc/UTC".to_string()),
+    );
+    for (name, value) in jvm_flag_properties(
+        std::env::var("SERVER_JVMFLAGS").ok().as_deref(),
+        std::env::args().skip(1),
+    ) {
+        put(&name, value);
+    }
+    for (key, value) in &config.entries {
+        let own = ZK_OWN_KEYS.contains(&key.as_str())
+            || key.starts_with("server.")
+            || key.starts_with("group")
+            || key.starts_with("weight")
+            || key.starts_with("metricsProvider.");
+        if !own {
+            put(&format!("zookeeper.{key}"), value.clone());
+        }
+    }
+    props
+}
+
+/// The `-Dname=value` properties keel was started with, as main.rs reads them: first
+/// from the `SERVER_JVMFLAGS` flag string, then from the command line (`-Dname=value` or
+/// `-D name=value`); `-Dname` alone is the empty string, as in Java.
+fn jvm_flag_properties(
+    jvm_flags: Option<&str>,
+    mut args: impl Iterator<Item = String>,
+) -> Vec<(String, String)> {
+    let split = |p: &str| {
+        let (k, v) = p.split_once('=').unwrap_or((p, ""));
+        (k.to_string(), v.to_string())
+    };
+    let mut out: Vec<(String, String)> = jvm_flags
+        .map(crate::config::split_shell_words)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|t| t.strip_prefix("-D"))
+        .map(split)
+        .collect();
+    while let Some(a) = args.next() {
+        if a == "-D" {
+            if let Some(p) = args.next() {
+                out.push(split(&p));
+            }
+        } else if let Some(p) = a.strip_prefix("-D") {
+            out.push(split(p.strip_prefix('=').unwrap_or(p)));
+        }
+    }
+    out
+}
+
+/// The body of command `name` (a primary name or alias) with request parameters
+/// `params`, as `Commands.runCommand` builds it: an unknown name gives
+/// `{"command": name, "error": "Unknown command: name"}`, as ZooKeeper answers (with
+/// HTTP 200).
+pub fn run(name: &str, params: &HashMap<String, String>, view: &AdminView) -> Value {
+    let Some(command) = lookup(name) else {
+        return response(name, Map::new(), Some(format!("Unknown command: {name}")));
+    };
+    if command.server_required && !view.snap.serving {
+        return response(
+            name,
+            Map::new(),
+            Some(super::fourlw::ZK_NOT_SERVING.to_string()),
+        );
+    }
+    let snap = &view.snap;
+    let mut data = Map::new();
+    let mut put = |k: &str, v: Value| {
+        data.insert(k.to_string(), v);
+    };
+    match command.primary {
+        "configuration" => {
+            let c = &snap.conf;
+            put("client_port", json!(c.client_port));
+            put("data_dir", json!(c.data_dir));
+            put("data_log_dir", json!(c.data_log_dir));
+            put("tick_time", json!(c.tick_time_ms));
+            put("max_client_cnxns", json!(c.max_client_cnxns));
+            put("min_session_timeout", json!(c.min_session_timeout_ms));
+            put("max_session_timeout", json!(c.max_session_timeout_ms));
+            put("server_id", json!(c.server_id));
+            put(
+                "client_port_listen_backlog",
+                json!(c.client_port_listen_backlog),
+            );
+        }
+        "connections" => {
+            let cons: Vec<Value> = snap
+                .connections
+                .iter()
+                .map(|c| connection_info(c, false))
+                .collect();
+            put("connections", Value::Array(cons));
+            put("secure_connections", json!([]));
+        }
+        "dirs" => {
+            put("datadir_size", json!(snap.data_dir_size));
+            put("logdir_size", json!(snap.data_log_size));
+        }
+        "dump" => {
+            let mut expiry: Vec<_> = snap.session_expiry.iter().collect();
+            expiry.sort_by_key(|b| b.expire_at_ms);
+            let expiry: Map<String, Value> = expiry
+                .into_iter()
+                .map(|b| (b.expire_at_ms.to_string(), json!(b.session_ids)))
+                .collect();
+            put("expiry_time_to_session_ids", Value::Object(expiry));
+            let ephemerals: Map<String, Value> = snap
+                .ephemerals
+                .iter()
+                .map(|(s, paths)| (s.to_string(), json!(paths)))
+                .collect();
+            put("session_id_to_ephemeral_paths", Value::Object(ephemerals));
+        }
+        "environment" => {
+            put("zookeeper.version", json!(snap.full_version()));
+            for (k, v) in &snap.environment {
+                put(k, json!(v));
+            }
+        }
+        "get_trace_mask" => put("tracemask", json!(snap.trace_mask)),
+        "hash" => {
+            // ZooKeeper's `ZxidDigest` as Jackson writes it; version 2 is its
+            // `DigestCalculator.DIGEST_VERSION`, the scheme `digest_log` entries follow.
+            let digests: Vec<Value> = snap
+                .digest_log
+                .iter()
+                .map(|(zxid, digest)| json!({"zxid": zxid, "digest_version": 2, "digest": digest}))
+                .collect();
+            put("digests", Value::Array(digests));
+        }
+        "initial_configuration" => put("initial_configuration", json!(view.initial_config)),
+        "is_read_only" => put("read_only", json!(snap.read_only)),
+        "last_snapshot" => {
+            let (zxid, timestamp) = view
+                .last_snapshot
+                .map_or((-1, -1), |s| (s.zxid, s.timestamp_s));
+            put("zxid", json!(java_hex(zxid)));
+            put("timestamp", json!(timestamp));
+        }
+        "leader" => put("error", json!("server is not initialized")),
+        "monitor" => {
+            for (k, v) in mntr_entries(snap) {
+                let v = match v {
+                    MntrValue::Text(t) => json!(t),
+                    MntrValue::Int(i) => json!(i),
+                    MntrValue::Float(f) => json!(f),
+                };
+                put(&k, v);
+            }
+        }
+        "observers" => {
+            put("synced_observers", json!(0));
+            put("observers", json!([]));
+        }
+        "server_stats" | "stats" => {
+            server_stats(snap, &mut put);
+            if command.primary == "stats" {
+                let cons: Vec<Value> = snap
+                    .connections
+                    .iter()
+                    .map(|c| connection_info(c, true))
+                    .collect();
+                put("connections", Value::Array(cons));
+                put("secure_connections", json!([]));
+            }
+        }
+        "set_trace_mask" => match params.get("traceMask") {
+            None => put(
+                "error",
+                json!("setTraceMask requires long traceMask argument"),
+            ),
+            Some(v) => match v.parse::<i64>() {
+                Ok(mask) => put("tracemask", json!(mask)),
+                Err(_) => put(
+                    "error",
+                    json!(format!(
+                        "setTraceMask requires long traceMask argument, got {v}"
+                    )),
+                ),
+            },
+        },
+        "system_properties" => {
+            for (k, v) in &view.system_properties {
+                put(k, json!(v));
+            }
+        }
+        "voting_view" => put("current_config", json!({})),
+        "watch_summary" => {
+            let paths: std::collections::BTreeSet<&String> =
+                snap.data_watches.iter().flat_map(|(_, p)| p).collect();
+            let total: usize = snap.data_watches.iter().map(|(_, p)| p.len()).sum();
+            put("num_connections", json!(snap.data_watches.len()));
+            put("num_paths", json!(paths.len()));
+            put("num_total_watches", json!(total));
+        }
+        "watches" => {
+            let by_session: Map<String, Value> = snap
+                .data_watches
+                .iter()
+                .map(|(s, paths)| (s.to_string(), json!(paths)))
+                .collect();
+            put("session_id_to_watched_paths", Value::Object(by_session));
+        }
+        "watches_by_path" => {
+            let mut by_path: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+            for (session, paths) in &snap.data_watches {
+                for p in paths {
+                    by_path.entry(p.as_str()).or_default().push(*session);
+                }
+            }
+            let by_path: Map<String, Value> = by_path
+                .into_iter()
+                .map(|(p, s)| (p.to_string(), json!(s)))
+                .collect();
+            put("path_to_session_ids", Value::Object(by_path));
+        }
+        "zabstate" => {
+            put("voting", json!(false));
+            put("zabstate", json!(""));
+        }
+        // ruok, the resets: nothing beyond command and error.
+        _ => {}
+    }
+    response(command.primary, data, None)
+}
+
+/// `CommandResponse.toMap`: the command's keys, then `command` and `error`; an `error`
+/// the command set itself keeps its place and its value.
+fn response(command: &str, mut m: Map<String, Value>, error: Option<String>) -> Value {
+    m.insert("command".into(), json!(command));
+    if !m.contains_key("error") {
+        m.insert("error".into(), json!(error));
+    }
+    Value::Object(m)
+}
+
+/// `ServerCnxn.getConnectionInfo(brief)`; Jackson writes the socket address as
+/// `host:port` (IPv6 in brackets).
+fn connection_info(c: &ConnectionSnapshot, brief: bool) -> Value {
+    let addr = java_socket_addr(&c.remote);
+    let mut m = Map::new();
+    m.insert(
+        "remote_socket_address".into(),
+        json!(addr.strip_prefix('/').unwrap_or(&addr)),
+    );
+    m.insert("interest_ops".into(), json!(c.interest_ops));
+    m.insert("outstanding_requests".into(), json!(c.queued));
+    m.insert("packets_received".into(), json!(c.received));
+    m.insert("packets_sent".into(), json!(c.sent));
+    if !brief {
+        m.insert("session_id".into(), json!(c.session_id));
+        m.insert("last_operation".into(), json!(c.last_op));
+        m.insert("established".into(), json!(c.established_ms));
+        m.insert("session_timeout".into(), json!(c.session_timeout_ms));
+        m.insert("last_cxid".into(), json!(c.last_cxid));
+        m.insert("last_zxid".into(), json!(c.last_zxid));
+        m.insert("last_response_time".into(), json!(c.last_response_ms));
+        m.insert("last_latency".into(), json!(c.last_latency_ms));
+        m.insert("min_latency".into(), json!(c.min_latency_ms));
+        m.insert("avg_latency".into(), json!(c.avg_latency_ms));
+        m.insert("max_latency".into(), json!(c.max_latency_ms));
+    }
+    Value::Object(m)
+}
+
+/// The keys `srvr`/`server_stats` share with `stats` (`SrvrCommand.run`; the
+/// `ServerStats` object as Jackson writes its getters).
+fn server_stats(snap: &ServerSnapshot, put: &mut impl FnMut(&str, Value)) {
+    let (last, min, max) = snap.client_response_size_last_min_max;
+    let buffer = json!({"last_buffer_size": last, "min_buffer_size": min, "max_buffer_size": max});
+    let counter = |name: &str| {
+        snap.mntr_counters
+            .iter()
+            .find(|(k, _)| k == name)
+            .map_or(0, |(_, v)| *v)
+    };
+    let mut stats = Map::new();
+    let mut s = |k: &str, v: Value| {
+        stats.insert(k.to_string(), v);
+    };
+    s("packets_sent", json!(snap.packets_sent));
+    s("packets_received", json!(snap.packets_received));
+    s("fsync_threshold_exceed_count", json!(0));
+    s("client_response_stats", buffer.clone());
+    s("data_dir_size", json!(snap.data_dir_size));
+    s("log_dir_size", json!(snap.data_log_size));
+    s("provider_null", json!(false));
+    s("server_state", json!(snap.mode));
+    s("last_processed_zxid", json!(snap.last_zxid));
+    s("outstanding_requests", json!(snap.outstanding_requests));
+    s("avg_latency", json!(round4_half_up(snap.latency_avg_ms)));
+    s("max_latency", json!(snap.latency_max_ms));
+    s("min_latency", json!(snap.latency_min_ms));
+    s(
+        "num_alive_client_connections",
+        json!(snap.connections.len()),
+    );
+    s("uptime", json!(snap.uptime_ms));
+    s("auth_failed_count", json!(counter("auth_failed_count")));
+    s(
+        "non_mtlsremote_conn_count",
+        json!(counter("non_mtls_remote_conn_count")),
+    );
+    s(
+        "non_mtlslocal_conn_count",
+        json!(counter("non_mtls_local_conn_count")),
+    );
+    put("version", json!(snap.full_version()));
+    put("read_only", json!(snap.read_only));
+    put("server_stats", Value::Object(stats));
+    put("client_response", buffer);
+    put("node_count", json!(snap.node_count));
+}
+
+/// `value` printed as ZooKeeper's `JsonOutputter` prints it: Jackson's default pretty
+/// printer (objects one entry per line, two-space indent, `"key" : value`; arrays inline
+/// as `[ a, b ]`; empty ones as `{ }` and `[ ]`), no newline at the end.
+pub fn to_jackson_pretty(value: &Value) -> String {
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, JacksonFormatter::default());
+    // Serializing a Value into memory cannot fail.
+    let _ = serde::Serialize::serialize(value, &mut ser);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Jackson's `DefaultPrettyPrinter` as a serde_json formatter: objects indent, arrays
+/// stay on one line (its `FixedSpaceIndenter`) and do not add a level.
+#[derive(Default)]
+struct JacksonFormatter {
+    /// Objects open around the current value.
+    depth: usize,
+    /// Whether the innermost container written so far has an element.
+    has_value: bool,
+}
+
+impl JacksonFormatter {
+    fn newline_indent<W: ?Sized + io::Write>(&self, w: &mut W) -> io::Result<()> {
+        w.write_all(b"\n")?;
+        for _ in 0..self.depth {
+            w.write_all(b"  ")?;
+        }
+        Ok(())
+    }
+}
+
+impl serde_json::ser::Formatter for JacksonFormatter {
+    fn begin_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.depth += 1;
+        self.has_value = false;
+        w.write_all(b"{")
+    }
+
+    fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.depth -= 1;
+        if self.has_value {
+            self.newline_indent(w)?;
+        } else {
+            w.write_all(b" ")?;
+        }
+        w.write_all(b"}")
+    }
+
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if !first {
+            w.write_all(b",")?;
+        }
+        self.newline_indent(w)
+    }
+
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        w.write_all(b" : ")
+    }
+
+    fn end_object_value<W: ?Sized + io::Write>(&mut self, _w: &mut W) -> io::Result<()> {
+        self.has_value = true;
+        Ok(())
+    }
+
+    fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.has_value = false;
+        w.write_all(b"[")
+    }
+
+    fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        w.write_all(b" ]")
+    }
+
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        w.write_all(if first { b" " } else { b", " })
+    }
+
+    fn end_array_value<W: ?Sized + io::Write>(&mut self, _w: &mut W) -> io::Result<()> {
+        self.has_value = true;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admin::fourlw::ConnectionSnapshot;
+
+    fn view() -> AdminView {
+        AdminView {
+            snap: ServerSnapshot::default(),
+            last_snapshot: None,
+            initial_config: "tickTime=2000\n".into(),
+            system_properties: BTreeMap::new(),
+        }
+    }
+
+    fn body(name: &str) -> String {
+        to_jackson_pretty(&run(name, &HashMap::new(), &view()))
+    }
+
+    #[test]
+    fn jackson_layout_as_zookeeper_prints_it() {
+        // Captured from ZooKeeper 3.8.0 (`curl .../commands/ruok`, `.../nosuch`).
+        assert_eq!(
+            body("ruok"),
+            "{\n  \"command\" : \"ruok\",\n  \"error\" : null\n}"
+        );
+        assert_eq!(
+            body("nosuch"),
+            "{\n  \"command\" : \"nosuch\",\n  \"error\" : \"Unknown command: nosuch\"\n}"
+        );
+        // A list of objects, an empty list, an empty object.
+        let v = json!({"connections": [{"a": 1, "b": 2.5}], "secure_connections": [], "m": {}});
+        assert_eq!(
+            to_jackson_pretty(&v),
+            "{\n  \"connections\" : [ {\n    \"a\" : 1,\n    \"b\" : 2.5\n  } ],\n  \
+             \"secure_connections\" : [ ],\n  \"m\" : { }\n}"
+        );
+        assert_eq!(to_jackson_pretty(&json!([1, "x"])), "[ 1, \"x\" ]");
+    }
+
+    #[test]
+    fn aliases_answer_with_the_primary_name() {
+        for c in COMMANDS {
+            for name in std::iter::once(c.primary).chain(c.aliases.iter().copied()) {
+                let v = run(name, &HashMap::new(), &view());
+                assert_eq!(v["command"], json!(c.primary), "{name}");
+                assert!(v.get("error").is_some(), "{name}");
+            }
+        }
+        assert!(lookup("MNTR").is_none());
+    }
+
+    #[test]
+    fn standalone_answers_of_the_quorum_commands() {
+        // ZooKeeper's standalone `leader`: its error comes first, then the command.
+        assert_eq!(
+            body("leader"),
+            "{\n  \"error\" : \"server is not initialized\",\n  \"command\" : \"leader\"\n}"
+        );
+        let z = run("zabstate", &HashMap::new(), &view());
+        assert_eq!(z["voting"], json!(false));
+        assert_eq!(z["zabstate"], json!(""));
+        assert_eq!(
+            run("voting_view", &HashMap::new(), &view())["current_config"],
+            json!({})
+        );
+    }
+
+    #[test]
+    fn set_trace_mask_needs_a_long() {
+        let mut p = HashMap::new();
+        let v = run("stmk", &p, &view());
+        assert_eq!(
+            v["error"],
+            json!("setTraceMask requires long traceMask argument")
+        );
+        p.insert("traceMask".to_string(), "x".to_string());
+        let v = run("stmk", &p, &view());
+        assert_eq!(
+            v["error"],
+            json!("setTraceMask requires long traceMask argument, got x")
+        );
+        p.insert("traceMask".to_string(), "306".to_string());
+        let v = run("set_trace_mask", &p, &view());
+        assert_eq!(
+            (v["tracemask"].clone(), v["error"].clone()),
+            (json!(306), Value::Null)
+        );
+    }
+
+    #[test]
+    fn jvm_flags_then_command_line() {
+        let args = ["-Da=1", "-D", "b=2", "-D=c=3", "-Dflag", "zoo.cfg"].map(String::from);
+        assert_eq!(
+            jvm_flag_properties(Some("-Xmx1g -Dz='x y' -cp q"), args.into_iter()),
+            [
+                ("z", "x y"),
+                ("a", "1"),
+                ("b", "2"),
+                ("c", "3"),
+                ("flag", "")
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+        );
+    }
+
+    #[test]
+    fn shapes_of_the_server_commands() {
+        let mut v = view();
+        v.snap.connections.push(ConnectionSnapshot {
+            remote: "127.0.0.1:57000".parse().unwrap(),
+            interest_ops: 1,
+            queued: 0,
+            received: 10,
+            sent: 10,
+            session_id: 72058349666041856,
+            last_op: "SETD".into(),
+            established_ms: 1,
+            session_timeout_ms: 10000,
+            last_cxid: 9,
+            last_zxid: 7,
+            last_response_ms: 2,
+            last_latency_ms: 2,
+            min_latency_ms: 0,
+            avg_latency_ms: 3,
+            max_latency_ms: 13,
+        });
+        v.snap.data_watches = vec![(5, vec!["/a".into(), "/b".into()]), (6, vec!["/a".into()])];
+        let cons = run("cons", &HashMap::new(), &v);
+        let c = &cons["connections"][0];
+        assert_eq!(c["remote_socket_address"], json!("127.0.0.1:57000"));
+        assert_eq!(c.as_object().unwrap().len(), 16);
+        let stats = run("stats", &HashMap::new(), &v);
+        assert_eq!(stats["connections"][0].as_object().unwrap().len(), 5);
+        assert!(stats["server_stats"]["avg_latency"].is_f64());
+        assert_eq!(
+            stats["server_stats"]["client_response_stats"]["last_buffer_size"],
+            json!(-1)
+        );
+        let keys: Vec<&String> = stats.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            [
+                "version",
+                "read_only",
+                "server_stats",
+                "client_response",
+                "node_count",
+                "connections",
+                "secure_connections",
+                "command",
+                "error"
+            ]
+        );
+        let s = run("wchs", &HashMap::new(), &v);
+        assert_eq!(
+            (
+                &s["num_connections"],
+                &s["num_paths"],
+                &s["num_total_watches"]
+            ),
+            (&json!(2), &json!(2), &json!(3))
+        );
+        let p = run("wchp", &HashMap::new(), &v);
+        assert_eq!(p["path_to_session_ids"]["/a"], json!([5, 6]));
+        let w = run("wchc", &HashMap::new(), &v);
+        assert_eq!(w["session_id_to_watched_paths"]["5"], json!(["/a", "/b"]));
+        let l = run("lsnp", &HashMap::new(), &v);
+        assert_eq!(
+            (&l["zxid"], &l["timestamp"]),
+            (&json!("ffffffffffffffff"), &json!(-1))
+        );
+        let m = run("mntr", &HashMap::new(), &v);
+        assert!(m["avg_latency"].is_f64() && m["znode_count"].is_i64());
+        assert_eq!(m["server_state"], json!("standalone"));
+    }
+}

@@ -1,0 +1,572 @@
+//! TLS on the secure client port (`secureClientPort`), configured from ZooKeeper's own
+//! `ssl.*` keys, and the `x509` identity a client certificate gives.
+//!
+//! Sources: ZooKeeper 3.8 `X509Util`, `SSLContextAndOptions` (protocols, cipher suites,
+//! client auth), `NettyServerCnxnFactory.CertificateVerifier` and
+//! `X509AuthenticationProvider` (the identity), and the JDK's `X500Principal.getName()`
+//! (`sun.security.x509.AVA.toRFC2253String`) for the subject DN text.
+//!
+//! What follows ZooKeeper:
+//! - `ssl.clientAuth` need (default) / want / none. With need or want, a client
+//!   certificate must chain to a certificate of the trust store; the client is then
+//!   `x509:<subject DN>` from the moment it connects, plus `super:<DN>` when the DN equals
+//!   `zookeeper.X509AuthenticationProvider.superUser`.
+//! - `ssl.protocol` (default TLSv1.2) is the one protocol enabled unless
+//!   `ssl.enabledProtocols` lists them; `ssl.ciphersuites` (Java/IANA names) defaults to
+//!   ZooKeeper's list, of which rustls offers the four ECDHE AES-GCM suites.
+//!
+//! Where keel differs: only TLS 1.2 and 1.3 exist in rustls (older protocol names are
+//! skipped with a warning); when `ssl.ciphersuites` is unset the TLS 1.3 suites are
+//! offered too, so `ssl.protocol=TLSv1.3` works (ZooKeeper's default list has none);
+//! revocation checks (`ssl.crl`, `ssl.ocsp`), `ssl.context.supplier.class` and custom
+//! `ssl.authProvider` classes are refused or ignored. (ZooKeeper registers its x509
+//! provider by itself whenever secureClientPort is set, `QuorumPeerConfig.configureSSLAuth`,
+//! so a certificate always authenticates there too.)
+
+use crate::config::{ClientAuth, SslConfig};
+use crate::net::keystore;
+use jute::Id;
+use rustls::crypto::{ring, CryptoProvider};
+use rustls::pki_types::CertificateDer;
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
+use std::path::Path;
+use std::sync::Arc;
+use x509_parser::prelude::{FromDer, X509Certificate};
+use x509_parser::x509::{AttributeTypeAndValue, X509Name};
+
+/// A TLS setting that stops start-up: the key to fix and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{key}: {reason}")]
+pub struct TlsError {
+    /// The zoo.cfg key (also read as `zookeeper.<key>`), e.g. `ssl.keyStore.location`.
+    pub key: &'static str,
+    /// What is wrong.
+    pub reason: String,
+}
+
+fn fail(key: &'static str, reason: impl Into<String>) -> TlsError {
+    TlsError {
+        key,
+        reason: reason.into(),
+    }
+}
+
+/// The cipher suites ZooKeeper 3.8 enables when `ssl.ciphersuites` is unset
+/// (`X509Util.DEFAULT_CIPHERS_JAVA9`); rustls implements the AES-GCM ones.
+const ZOOKEEPER_DEFAULT_SUITES: &[&str] = &[
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA384",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+];
+
+/// Builds the rustls server configuration of the secure client port from `ssl`,
+/// reading the key store and trust store files.
+///
+/// Errors: [`TlsError`] naming the key: a store that is missing, unreadable, of an
+/// unsupported format or without the expected key/certificates; a wrong JKS password;
+/// no trust store while client certificates are requested; no usable protocol or cipher
+/// suite; revocation checks or a Java SSLContext supplier requested.
+pub fn server_config(ssl: &SslConfig) -> Result<Arc<ServerConfig>, TlsError> {
+    if let Some(class) = &ssl.context_supplier_class {
+        return Err(fail(
+            "ssl.context.supplier.class",
+            format!("keel cannot load the Java class {class}; configure the key and trust stores instead"),
+        ));
+    }
+    if ssl.crl || ssl.ocsp {
+        let key = if ssl.crl { "ssl.crl" } else { "ssl.ocsp" };
+        return Err(fail(
+            key,
+            "certificate revocation checks are not supported by keel",
+        ));
+    }
+    let location = ssl.key_store_location.as_deref().ok_or_else(|| {
+        fail(
+            "ssl.keyStore.location",
+            "not set; the secure client port needs the server's private key and certificate",
+        )
+    })?;
+    let key_store_type = keystore::resolve_type(ssl.key_store_type, location)
+        .map_err(|e| fail("ssl.keyStore.type", e))?;
+    let password = password(
+        ssl.key_store_password.as_deref(),
+        ssl.key_store_password_path.as_deref(),
+        "ssl.keyStore.passwordPath",
+    )?;
+    let identity = keystore::load_key_store(location, password.as_deref(), key_store_type)
+        .map_err(|e| {
+            fail(
+                "ssl.keyStore.location",
+                format!("{}: {e}", location.display()),
+            )
+        })?;
+    let roots = match &ssl.trust_store_location {
+        Some(location) => Some(trust_roots(ssl, location)?),
+        None if ssl.client_auth == ClientAuth::None => None,
+        None => {
+            return Err(fail(
+                "ssl.trustStore.location",
+                "not set; it is needed to check client certificates (ssl.clientAuth is need \
+                 or want; set it to none to accept clients without certificates)",
+            ))
+        }
+    };
+    let provider = Arc::new(provider(ssl)?);
+    let versions = protocol_versions(ssl)?;
+    let verifier = match (ssl.client_auth, roots) {
+        (ClientAuth::None, _) | (_, None) => WebPkiClientVerifier::no_client_auth(),
+        (auth, Some(roots)) => {
+            let builder = WebPkiClientVerifier::builder_with_provider(roots, provider.clone());
+            let builder = if auth == ClientAuth::Want {
+                builder.allow_unauthenticated()
+            } else {
+                builder
+            };
+            builder
+                .build()
+                .map_err(|e| fail("ssl.trustStore.location", e.to_string()))?
+        }
+    };
+    let versions_key = if ssl.enabled_protocols.is_some() {
+        "ssl.enabledProtocols"
+    } else {
+        "ssl.protocol"
+    };
+    let config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions)
+        .map_err(|e| {
+            fail(
+                versions_key,
+                format!("no enabled cipher suite (ssl.ciphersuites) fits these protocols: {e}"),
+            )
+        })?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(identity.chain, identity.key)
+        .map_err(|e| {
+            fail(
+                "ssl.keyStore.location",
+                format!(
+                    "{}: the key and certificate cannot be used: {e}",
+                    location.display()
+                ),
+            )
+        })?;
+    Ok(Arc::new(config))
+}
+
+/// The store password: the file named by `path` (one trailing line break dropped, as
+/// ZooKeeper's `SecretUtils.readSecret` does) when set, else `password`.
+fn password(
+    password: Option<&str>,
+    path: Option<&Path>,
+    path_key: &'static str,
+) -> Result<Option<String>, TlsError> {
+    let Some(path) = path else {
+        return Ok(password.map(str::to_string));
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| fail(path_key, format!("cannot read {}: {e}", path.display())))?;
+    Ok(Some(text.strip_suffix('\n').unwrap_or(&text).to_string()))
+}
+
+fn trust_roots(ssl: &SslConfig, location: &Path) -> Result<Arc<RootCertStore>, TlsError> {
+    let key = "ssl.trustStore.location";
+    let store_type = keystore::resolve_type(ssl.trust_store_type, location)
+        .map_err(|e| fail("ssl.trustStore.type", e))?;
+    let password = password(
+        ssl.trust_store_password.as_deref(),
+        ssl.trust_store_password_path.as_deref(),
+        "ssl.trustStore.passwordPath",
+    )?;
+    let certs = keystore::load_trust_store(location, password.as_deref(), store_type)
+        .map_err(|e| fail(key, format!("{}: {e}", location.display())))?;
+    let mut roots = RootCertStore::empty();
+    for (i, cert) in certs.into_iter().enumerate() {
+        roots.add(cert).map_err(|e| {
+            fail(
+                key,
+                format!(
+                    "{}: certificate {} is not usable: {e}",
+                    location.display(),
+                    i + 1
+                ),
+            )
+        })?;
+    }
+    Ok(Arc::new(roots))
+}
+
+/// A cipher suite's name as Java and IANA write it (rustls prefixes the TLS 1.3 ones
+/// with `TLS13_`).
+fn suite_name(suite: &rustls::SupportedCipherSuite) -> String {
+    let name = format!("{:?}", suite.suite());
+    match name.strip_prefix("TLS13_") {
+        Some(rest) => format!("TLS_{rest}"),
+        None => name,
+    }
+}
+
+/// The ring provider with the cipher suites `ssl.ciphersuites` (or ZooKeeper's default
+/// list, plus the TLS 1.3 suites) allows, in the provider's preference order.
+fn provider(ssl: &SslConfig) -> Result<CryptoProvider, TlsError> {
+    let mut provider = ring::default_provider();
+    let all = std::mem::take(&mut provider.cipher_suites);
+    let names: Vec<String> = all.iter().map(suite_name).collect();
+    match &ssl.cipher_suites {
+        None => {
+            provider.cipher_suites = all
+                .into_iter()
+                .zip(&names)
+                .filter(|(s, name)| {
+                    s.version() == &rustls::version::TLS13
+                        || ZOOKEEPER_DEFAULT_SUITES.contains(&name.as_str())
+                })
+                .map(|(s, _)| s)
+                .collect();
+        }
+        Some(wanted) => {
+            for w in wanted {
+                if !names.contains(w) {
+                    tracing::warn!(suite = %w, "ssl.ciphersuites: suite not offered by keel; skipped");
+                }
+            }
+            provider.cipher_suites = all
+                .into_iter()
+                .zip(&names)
+                .filter(|(_, name)| wanted.contains(name))
+                .map(|(s, _)| s)
+                .collect();
+            if provider.cipher_suites.is_empty() {
+                return Err(fail(
+                    "ssl.ciphersuites",
+                    format!(
+                        "none of these suites is offered by keel; it offers {}",
+                        names.join(",")
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(provider)
+}
+
+/// The protocol versions `ssl.enabledProtocols` lists, or else `ssl.protocol` alone (as
+/// ZooKeeper's `SSLContextAndOptions.getEnabledProtocols`). `TLS` means both.
+fn protocol_versions(ssl: &SslConfig) -> Result<Vec<&'static SupportedProtocolVersion>, TlsError> {
+    let (key, names) = match &ssl.enabled_protocols {
+        Some(list) => ("ssl.enabledProtocols", list.clone()),
+        None => ("ssl.protocol", vec![ssl.protocol.clone()]),
+    };
+    let mut versions: Vec<&'static SupportedProtocolVersion> = Vec::new();
+    let mut add = |v: &'static SupportedProtocolVersion| {
+        if !versions.iter().any(|x| x.version == v.version) {
+            versions.push(v);
+        }
+    };
+    for name in &names {
+        match name.as_str() {
+            "TLSv1.3" => add(&rustls::version::TLS13),
+            "TLSv1.2" => add(&rustls::version::TLS12),
+            "TLS" => {
+                add(&rustls::version::TLS13);
+                add(&rustls::version::TLS12);
+            }
+            "TLSv1.1" | "TLSv1" | "SSLv3" | "SSLv2Hello" => {
+                tracing::warn!(protocol = %name, "{key}: protocol not offered by keel (TLS 1.2 and 1.3 only); skipped");
+            }
+            _ => return Err(fail(key, format!("unknown protocol {name:?}"))),
+        }
+    }
+    if versions.is_empty() {
+        return Err(fail(
+            key,
+            format!(
+                "none of {} is offered by keel (it offers TLSv1.2 and TLSv1.3)",
+                names.join(",")
+            ),
+        ));
+    }
+    Ok(versions)
+}
+
+/// The identities a client certificate chain (already verified against the trust
+/// store during the handshake) gives the connection, as ZooKeeper's
+/// `X509AuthenticationProvider.handleAuthentication` adds them: `super:<DN>` when the
+/// leaf's subject DN equals `super_user`, then `x509:<DN>`. No chain, no identity.
+///
+/// Errors: the leaf certificate cannot be parsed.
+pub fn x509_identities(
+    chain: Option<&[CertificateDer<'_>]>,
+    super_user: Option<&str>,
+) -> Result<Vec<Id>, String> {
+    let Some(leaf) = chain.and_then(|c| c.first()) else {
+        return Ok(Vec::new());
+    };
+    let dn = subject_dn(leaf)?;
+    let mut ids = Vec::new();
+    if super_user == Some(dn.as_str()) {
+        ids.push(Id {
+            scheme: "super".into(),
+            id: dn.clone(),
+        });
+    }
+    ids.push(Id {
+        scheme: "x509".into(),
+        id: dn,
+    });
+    Ok(ids)
+}
+
+/// The certificate's subject DN as Java's `X500Principal.getName()` prints it
+/// (RFC 2253): RDNs last to first, separated by `,`; the AVAs of one RDN joined by `+`.
+///
+/// Errors: the certificate is not valid DER X.509.
+pub fn subject_dn(cert_der: &[u8]) -> Result<String, String> {
+    let (_, cert) = X509Certificate::from_der(cert_der)
+        .map_err(|e| format!("cannot parse the client certificate: {e}"))?;
+    Ok(rfc2253(cert.subject()))
+}
+
+fn rfc2253(name: &X509Name<'_>) -> String {
+    let rdns: Vec<String> = name
+        .iter()
+        .map(|rdn| rdn.iter().map(ava).collect::<Vec<_>>().join("+"))
+        .collect();
+    rdns.into_iter().rev().collect::<Vec<_>>().join(",")
+}
+
+/// Universal tag numbers of the string types Java prints as text (`AVA.isDerString`).
+const UTF8_STRING: u32 = 12;
+const PRINTABLE_STRING: u32 = 19;
+const T61_STRING: u32 = 20;
+const IA5_STRING: u32 = 22;
+const GENERAL_STRING: u32 = 27;
+const BMP_STRING: u32 = 30;
+
+/// One `type=value` in Java's RFC 2253 form: the keywords RFC 2253 defines (CN, C, L,
+/// ST, O, OU, STREET, DC, UID) by name, other types as dotted OIDs; a string value
+/// escaped, any other value (and every value of an OID-named type) as `#` and the
+/// lowercase hex of its DER encoding.
+fn ava(atv: &AttributeTypeAndValue<'_>) -> String {
+    let oid = atv.attr_type().to_id_string();
+    let keyword = match oid.as_str() {
+        "2.5.4.3" => Some("CN"),
+        "2.5.4.6" => Some("C"),
+        "2.5.4.7" => Some("L"),
+        "2.5.4.8" => Some("ST"),
+        "2.5.4.10" => Some("O"),
+        "2.5.4.11" => Some("OU"),
+        "2.5.4.9" => Some("STREET"),
+        "0.9.2342.19200300.100.1.25" => Some("DC"),
+        "0.9.2342.19200300.100.1.1" => Some("UID"),
+        _ => None,
+    };
+    let value = atv.attr_value();
+    let header = &value.header;
+    let universal_primitive = header.class() == x509_parser::der_parser::asn1_rs::Class::Universal
+        && !header.is_constructed();
+    let text = match header.tag().0 {
+        _ if !universal_primitive => None,
+        UTF8_STRING => Some(String::from_utf8_lossy(value.data).into_owned()),
+        PRINTABLE_STRING | T61_STRING | IA5_STRING | GENERAL_STRING => {
+            Some(value.data.iter().map(|&b| b as char).collect())
+        }
+        BMP_STRING => {
+            let units: Vec<u16> = value
+                .data
+                .chunks(2)
+                .map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))
+                .collect();
+            Some(String::from_utf16_lossy(&units))
+        }
+        _ => None,
+    };
+    match (keyword, text) {
+        (Some(k), Some(text)) => format!("{k}={}", escape_value(&text)),
+        (k, _) => {
+            let mut out = format!("{}=#", k.unwrap_or(&oid));
+            for b in der_encoding(
+                header.class() as u8,
+                header.is_constructed(),
+                header.tag().0,
+                value.data,
+            ) {
+                out.push_str(&format!("{b:02x}"));
+            }
+            out
+        }
+    }
+}
+
+/// Java's escaping in `AVA.toRFC2253String`: a backslash before each of `,=+<>#;"\`,
+/// `\00` for NUL, and a backslash before each leading or trailing space or CR.
+fn escape_value(text: &str) -> String {
+    let mut escaped: Vec<char> = Vec::with_capacity(text.len());
+    for c in text.chars() {
+        if ",=+<>#;\"\\".contains(c) {
+            escaped.push('\\');
+            escaped.push(c);
+        } else if c == '\0' {
+            escaped.extend(['\\', '0', '0']);
+        } else {
+            escaped.push(c);
+        }
+    }
+    let blank = |c: &char| *c == ' ' || *c == '\r';
+    let lead = escaped.iter().take_while(|c| blank(c)).count();
+    let trail = escaped.iter().rev().take_while(|c| blank(c)).count();
+    let mut out = String::with_capacity(escaped.len() + 4);
+    let n = escaped.len();
+    for (i, c) in escaped.into_iter().enumerate() {
+        if i < lead || i >= n - trail.min(n - lead) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The DER encoding of an element: identifier octets, definite length, contents.
+fn der_encoding(class: u8, constructed: bool, tag: u32, data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(data.len() + 8);
+    let first = (class << 6) | if constructed { 0x20 } else { 0 };
+    if tag < 31 {
+        out.push(first | tag as u8);
+    } else {
+        out.push(first | 0x1f);
+        let mut groups = Vec::new();
+        let mut t = tag;
+        loop {
+            groups.push((t & 0x7f) as u8);
+            t >>= 7;
+            if t == 0 {
+                break;
+            }
+        }
+        for (i, g) in groups.iter().enumerate().rev() {
+            out.push(if i > 0 { g | 0x80 } else { *g });
+        }
+    }
+    let len = data.len();
+    if len < 0x80 {
+        out.push(len as u8);
+    } else {
+        let bytes = len.to_be_bytes();
+        let skip = bytes.iter().take_while(|b| **b == 0).count();
+        out.push(0x80 | (bytes.len() - skip) as u8);
+        out.extend(&bytes[skip..]);
+    }
+    out.extend(data);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_follows_java() {
+        assert_eq!(escape_value("client"), "client");
+        assert_eq!(escape_value("a,b+c=d"), "a\\,b\\+c\\=d");
+        assert_eq!(escape_value("#x"), "\\#x");
+        assert_eq!(escape_value(" x "), "\\ x\\ ");
+        assert_eq!(escape_value("  "), "\\ \\ ");
+        assert_eq!(escape_value("a\"b\\"), "a\\\"b\\\\");
+        assert_eq!(escape_value("n\0"), "n\\00");
+        assert_eq!(escape_value("x_y@z.org"), "x_y@z.org");
+    }
+
+    #[test]
+    fn der_lengths_and_tags() {
+        assert_eq!(der_encoding(0, false, 22, b"ab"), vec![0x16, 2, b'a', b'b']);
+        let long = vec![0u8; 300];
+        assert_eq!(
+            &der_encoding(0, false, 4, &long)[..4],
+            &[0x04, 0x82, 0x01, 0x2c]
+        );
+        assert_eq!(&der_encoding(2, true, 40, b"")[..], &[0xbf, 0x28, 0x00]);
+    }
+
+    #[test]
+    fn default_suites_are_zookeepers_plus_tls13() {
+        let p = provider(&SslConfig::default()).unwrap();
+        let mut names: Vec<String> = p.cipher_suites.iter().map(suite_name).collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "TLS_AES_128_GCM_SHA256",
+                "TLS_AES_256_GCM_SHA384",
+                "TLS_CHACHA20_POLY1305_SHA256",
+                "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+                "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+                "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+                "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+            ]
+        );
+        let only = SslConfig {
+            cipher_suites: Some(vec![
+                "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256".into(),
+                "NOPE".into(),
+            ]),
+            ..SslConfig::default()
+        };
+        assert_eq!(provider(&only).unwrap().cipher_suites.len(), 1);
+        let none = SslConfig {
+            cipher_suites: Some(vec!["NOPE".into()]),
+            ..SslConfig::default()
+        };
+        assert_eq!(provider(&none).unwrap_err().key, "ssl.ciphersuites");
+    }
+
+    #[test]
+    fn protocols_follow_zookeeper_defaults() {
+        let v = protocol_versions(&SslConfig::default()).unwrap();
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].version, rustls::ProtocolVersion::TLSv1_2);
+        let both = SslConfig {
+            enabled_protocols: Some(vec!["TLSv1.3".into(), "TLSv1.1".into(), "TLSv1.2".into()]),
+            ..SslConfig::default()
+        };
+        assert_eq!(protocol_versions(&both).unwrap().len(), 2);
+        let old = SslConfig {
+            protocol: "TLSv1.1".into(),
+            ..SslConfig::default()
+        };
+        assert_eq!(protocol_versions(&old).unwrap_err().key, "ssl.protocol");
+    }
+
+    #[test]
+    fn missing_stores_name_the_key() {
+        let err = server_config(&SslConfig::default()).unwrap_err();
+        assert_eq!(err.key, "ssl.keyStore.location");
+        let missing = SslConfig {
+            key_store_location: Some("/nonexistent/keel/key.pem".into()),
+            ..SslConfig::default()
+        };
+        let err = server_config(&missing).unwrap_err();
+        assert_eq!(err.key, "ssl.keyStore.location");
+        assert!(
+            err.to_string().contains("/nonexistent/keel/key.pem"),
+            "{err}"
+        );
+        let jks_typed = SslConfig {
+            key_store_location: Some("/nonexistent/keel/key".into()),
+            ..SslConfig::default()
+        };
+        assert_eq!(
+            server_config(&jks_typed).unwrap_err().key,
+            "ssl.keyStore.type"
+        );
+    }
+}
