@@ -126,8 +126,11 @@ stop_server "$WORK/keel"
 stop_server "$WORK/zk2"
 
 # 4. Damage and existing stores are refused; nothing is written.
-NEWEST_LOG=$(ls "$V2" | grep '^log\.' | sort -t. -k2 | while read -r f; do echo "$((16#${f#log.})) $f"; done | sort -n | tail -1 | cut -d' ' -f2)
-NEWEST_SNAP=$(ls "$V2" | grep '^snapshot\.' | while read -r f; do echo "$((16#${f#snapshot.})) $f"; done | sort -n | tail -1 | cut -d' ' -f2)
+newest() { # PREFIX: the file in $V2 named PREFIX.<hex zxid> with the highest zxid
+  ls "$V2" | grep "^$1\." | while read -r f; do echo "$((16#${f#"$1".})) $f"; done | sort -n | tail -1 | cut -d' ' -f2
+}
+NEWEST_LOG=$(newest log)
+NEWEST_SNAP=$(newest snapshot)
 refuse() { # NAME ZKDIR KEELDIR PATTERN: import must fail, say PATTERN, leave KEELDIR as it was
   local before after
   before=$( [ -e "$3" ] && tree_sum "$3" || echo absent)

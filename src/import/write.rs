@@ -177,6 +177,9 @@ fn write(
         }
     }
     storage.finish_snapshot(zxid, index)?;
+    // Move everything out of RocksDB's write-ahead log into table files in dataDir, so
+    // the store does not depend on where keel's dataLogDir will be.
+    storage.close()?;
     Ok(Written {
         znodes: tree.node_count(),
         sessions: sessions.len(),

@@ -37,6 +37,8 @@ const TICK_MS: u64 = 100;
 /// How long a client on the secure port may take to finish the TLS handshake, ms
 /// (Netty's SslHandler default, which ZooKeeper's secure port uses).
 const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
+/// The TLS record content type of a handshake message, the first byte a TLS client sends.
+const TLS_HANDSHAKE_RECORD: u8 = 22;
 
 /// A message to the core task.
 enum CoreMsg {
@@ -304,8 +306,22 @@ async fn secure_connection(
     super_user: Option<String>,
 ) -> std::io::Result<()> {
     let timeout = Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS);
-    let stream = match tokio::time::timeout(timeout, acceptor.accept(socket)).await {
-        Ok(Ok(stream)) => stream,
+    let handshake = async move {
+        // A TLS client opens with a handshake record (content type 22). Anything else is
+        // a plaintext client on the secure port: it is closed without a TLS alert, as
+        // ZooKeeper's Netty SslHandler closes it.
+        let mut first = [0u8; 1];
+        if socket.peek(&mut first).await? == 0 || first[0] != TLS_HANDSHAKE_RECORD {
+            return Ok(None);
+        }
+        acceptor.accept(socket).await.map(Some)
+    };
+    let stream = match tokio::time::timeout(timeout, handshake).await {
+        Ok(Ok(Some(stream))) => stream,
+        Ok(Ok(None)) => {
+            tracing::info!(conn, %peer, "not a TLS client on the secure port; closing the connection");
+            return Ok(());
+        }
         Ok(Err(e)) => {
             tracing::info!(conn, %peer, error = %e, "TLS handshake failed; closing the connection");
             return Ok(());

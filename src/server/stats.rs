@@ -534,6 +534,139 @@ mod tests {
         assert_eq!((c.last_ms, c.min_ms, c.max_ms, c.avg_ms()), (1, 0, 13, 4));
     }
 
+    /// A durable server with one session on connection 1, at time `t0`.
+    fn server_with_session(t0: i64) -> Server {
+        let settings = crate::server::Settings {
+            tick_ms: 2000,
+            min_session_timeout_ms: 4000,
+            max_session_timeout_ms: 40000,
+            super_digest: None,
+            prep: crate::server::prep::PrepSettings {
+                extended_types: false,
+                enforce_quota: false,
+            },
+            container_check_interval_ms: 60_000,
+            reconfig_enabled: false,
+            durable: true,
+            snap_count: 0,
+        };
+        let mut s = Server::new(settings, 0, t0, 1);
+        let addr = "127.0.0.1:5000".parse().unwrap();
+        s.handle(t0, crate::server::Input::Connected { conn: 1, addr });
+        let req = jute::ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            time_out_ms: 10_000,
+            session_id: 0,
+            passwd: bytes::Bytes::from_static(&[0; 16]),
+            read_only: false,
+        };
+        s.handle(t0, crate::server::Input::Handshake { conn: 1, req });
+        s.handle(t0, crate::server::Input::Durable { zxid: 1 });
+        s
+    }
+
+    fn create(path: &str, data: &'static [u8]) -> Request {
+        Request::Create(crate::proto::request::CreateOp {
+            opcode: op::CREATE,
+            path: path.into(),
+            data: Some(bytes::Bytes::from_static(data)),
+            acl: vec![jute::Acl {
+                perms: 31,
+                id: jute::Id {
+                    scheme: "world".into(),
+                    id: "anyone".into(),
+                },
+            }],
+            flags: 0,
+            ttl_ms: 0,
+        })
+    }
+
+    #[test]
+    fn the_state_machine_times_requests_with_the_time_it_is_given() {
+        use crate::server::Input;
+        let t0 = 1_700_000_000_000;
+        let mut s = server_with_session(t0);
+        // Session creation is not timed.
+        assert_eq!(s.stats.metrics.request_latency.count(), 0);
+        let get = |p: &str| {
+            Request::GetData(jute::PathWatchRequest {
+                path: p.into(),
+                watch: false,
+            })
+        };
+        // A create proposed at t0+10 and durable at t0+40 took 30 ms (it fails, /app is
+        // missing, but a refused write still takes a zxid and is timed, as in
+        // ZooKeeper); the read queued behind it arrived at t0+20 and is answered at
+        // t0+40: 20 ms.
+        let input = |xid, opcode, req| Input::Request {
+            conn: 1,
+            xid,
+            opcode,
+            req,
+        };
+        s.handle(t0 + 10, input(1, op::CREATE, create("/app/x", b"hello")));
+        s.handle(t0 + 20, input(2, op::GET_DATA, get("/app")));
+        assert_eq!(s.outstanding_requests(), 2);
+        s.handle(t0 + 40, Input::Durable { zxid: 2 });
+        assert_eq!(s.outstanding_requests(), 0);
+        let m = &s.stats.metrics;
+        assert_eq!((m.update_latency.count(), m.update_latency.max()), (1, 30));
+        // A read is timed whatever its answer.
+        assert_eq!((m.read_latency.count(), m.read_latency.max()), (1, 20));
+        assert_eq!((m.request_latency.min(), m.request_latency.max()), (20, 30));
+        let c = &s.conns[&1].stats.latency;
+        assert_eq!((c.last_ms, c.min_ms, c.max_ms, c.count), (20, 20, 30, 2));
+        assert!(m.response_size.max > 0);
+        // A ping answered at once takes 0 ms.
+        s.handle(t0 + 50, input(-2, op::PING, Request::Ping));
+        assert_eq!(s.stats.metrics.read_latency.min(), 0);
+        assert_eq!(s.conns[&1].stats.last_cxid, 2, "a ping's xid is not a cxid");
+
+        s.reset_stats();
+        s.reset_connection_stats();
+        let m = &s.stats.metrics;
+        assert_eq!(
+            (m.request_latency.count(), s.stats.packets_received),
+            (0, 0)
+        );
+        assert_eq!(s.conns[&1].stats.last_op, "NA");
+        assert_eq!(s.conns[&1].stats.last_cxid, -1);
+    }
+
+    #[test]
+    fn namespaces_count_what_is_written_and_read() {
+        use crate::server::Input;
+        let t0 = 1_700_000_000_000;
+        let mut s = server_with_session(t0);
+        let input = |xid, opcode, req| Input::Request {
+            conn: 1,
+            xid,
+            opcode,
+            req,
+        };
+        s.handle(t0, input(1, op::CREATE, create("/app", b"12345")));
+        s.handle(t0, Input::Durable { zxid: 2 });
+        let read = Request::GetData(jute::PathWatchRequest {
+            path: "/app".into(),
+            watch: false,
+        });
+        s.handle(t0, input(2, op::GET_DATA, read));
+        let missing = Request::Exists(jute::PathWatchRequest {
+            path: "/nothere".into(),
+            watch: false,
+        });
+        s.handle(t0, input(3, op::EXISTS, missing));
+        let w: Vec<_> = s.stats.metrics.write_per_namespace.iter().collect();
+        assert_eq!(w.len(), 1);
+        assert_eq!((w[0].0, w[0].1.sum()), ("app", 4 + 5));
+        let r: Vec<_> = s.stats.metrics.read_per_namespace.iter().collect();
+        // Path + data + a Stat; the exists of a missing znode reads nothing.
+        assert_eq!(r.len(), 1);
+        assert_eq!((r[0].0, r[0].1.sum()), ("app", 4 + 5 + STAT_OVERHEAD_BYTES));
+    }
+
     #[test]
     fn storage_stats_are_shared() {
         let a = StorageStats::default();
