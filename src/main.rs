@@ -61,18 +61,19 @@ struct ImportArgs {
     ignore_digests: bool,
 }
 
+/// zoo.cfg key for the log level (keel's own; ZooKeeper sets levels in log4j files).
+const LOG_LEVEL_KEY: &str = "keel.logLevel";
+/// The system property zkServer.sh fills from `ZOO_LOG4J_PROP` (`LEVEL,APPENDER`).
+const ROOT_LOGGER_PROPERTY: &str = "zookeeper.root.logger";
+
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .init();
     let args = Args::parse();
+    let rust_log = std::env::var("RUST_LOG").ok();
     if let Some(Command::ImportZookeeper(a)) = args.command {
+        match keel::logging::filter(rust_log.as_deref(), None) {
+            Ok(f) => keel::logging::init(f),
+            Err(e) => eprintln!("keel: {e}"),
+        }
         return import_zookeeper(a);
     }
     let Some(config_path) = args.config.as_ref() else {
@@ -99,8 +100,49 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    // The level: RUST_LOG, else zoo.cfg's keel.logLevel, else -Dzookeeper.root.logger
+    // (as an argument or in SERVER_JVMFLAGS), else info.
+    let jvm_flags = std::env::var("SERVER_JVMFLAGS").unwrap_or_default();
+    let configured = config
+        .entries
+        .iter()
+        .rev()
+        .find(|(k, _)| k == LOG_LEVEL_KEY)
+        .map(|(_, v)| v.clone())
+        .or_else(|| {
+            let from_args = args.properties.iter().filter_map(|p| {
+                p.strip_prefix(ROOT_LOGGER_PROPERTY)?
+                    .strip_prefix('=')
+                    .map(str::to_string)
+            });
+            let from_flags = jvm_flags.split_whitespace().filter_map(|t| {
+                t.strip_prefix("-D")?
+                    .strip_prefix(ROOT_LOGGER_PROPERTY)?
+                    .strip_prefix('=')
+                    .map(str::to_string)
+            });
+            from_args.chain(from_flags).last()
+        });
+    match keel::logging::filter(rust_log.as_deref(), configured.as_deref()) {
+        Ok(f) => keel::logging::init(f),
+        Err(e) => {
+            let source = match config
+                .unknown_keys
+                .iter()
+                .rev()
+                .find(|(_, k)| k == LOG_LEVEL_KEY)
+            {
+                Some((line, _)) => format!("zoo.cfg line {line}: {LOG_LEVEL_KEY}"),
+                None => format!("-D{ROOT_LOGGER_PROPERTY}"),
+            };
+            eprintln!("keel: {source}: {e}");
+            return ExitCode::from(2);
+        }
+    }
     for (line, key) in &config.unknown_keys {
-        tracing::info!(line, key = %key, "zoo.cfg key not used by keel; ignored");
+        if key != LOG_LEVEL_KEY {
+            tracing::info!(line, key = %key, "zoo.cfg key not used by keel; ignored");
+        }
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

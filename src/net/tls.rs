@@ -29,6 +29,7 @@ use jute::Id;
 use rustls::crypto::{ring, CryptoProvider};
 use rustls::pki_types::CertificateDer;
 use rustls::server::WebPkiClientVerifier;
+use rustls::sign::{CertifiedKey, SingleCertAndKey};
 use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
 use std::path::Path;
 use std::sync::Arc;
@@ -142,6 +143,7 @@ pub fn server_config(ssl: &SslConfig) -> Result<Arc<ServerConfig>, TlsError> {
     } else {
         "ssl.protocol"
     };
+    let certified = certified_key(identity, &provider, location)?;
     let config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions)
         .map_err(|e| {
@@ -151,17 +153,43 @@ pub fn server_config(ssl: &SslConfig) -> Result<Arc<ServerConfig>, TlsError> {
             )
         })?
         .with_client_cert_verifier(verifier)
-        .with_single_cert(identity.chain, identity.key)
-        .map_err(|e| {
-            fail(
-                "ssl.keyStore.location",
-                format!(
-                    "{}: the key and certificate cannot be used: {e}",
-                    location.display()
-                ),
-            )
-        })?;
+        .with_cert_resolver(Arc::new(SingleCertAndKey::from(certified)));
     Ok(Arc::new(config))
+}
+
+/// The server's signing key with its chain, the key checked against the leaf
+/// certificate. rustls' own check (`with_single_cert`) parses the leaf with webpki,
+/// which refuses X.509 v1 certificates; Java serves them (Kazoo's test harness makes
+/// one), so the public keys are compared here with x509-parser instead.
+fn certified_key(
+    identity: keystore::KeyMaterial,
+    provider: &CryptoProvider,
+    location: &Path,
+) -> Result<CertifiedKey, TlsError> {
+    let unusable = |reason: String| {
+        fail(
+            "ssl.keyStore.location",
+            format!("{}: {reason}", location.display()),
+        )
+    };
+    let key = provider
+        .key_provider
+        .load_private_key(identity.key)
+        .map_err(|e| unusable(format!("the private key cannot be used: {e}")))?;
+    let first = identity
+        .chain
+        .first()
+        .ok_or_else(|| unusable("no certificate".to_string()))?;
+    let (_, leaf) = X509Certificate::from_der(first)
+        .map_err(|e| unusable(format!("the certificate cannot be parsed: {e}")))?;
+    if let Some(spki) = key.public_key() {
+        if spki.as_ref() != leaf.public_key().raw {
+            return Err(unusable(
+                "the private key does not belong to the first certificate".to_string(),
+            ));
+        }
+    }
+    Ok(CertifiedKey::new(identity.chain, key))
 }
 
 /// The store password: the file named by `path` (one trailing line break dropped, as
