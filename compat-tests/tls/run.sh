@@ -18,8 +18,10 @@
 #     client on the secure port gets nothing; the plain port still answers.
 #  3. Both kinds: the same stores as JKS files (keytool -storetype JKS) serve TLS; with
 #     only secureClientPort set, only the TLS port listens.
-#  4. keel only: a missing or encrypted key store and a PKCS12 one stop start-up with
-#     an error naming the ssl.* key.
+#  4. keel only: a missing, encrypted, PKCS12 or mismatched key store, a wrong JKS
+#     password, and clientAuth=need without a trust store stop start-up with an error
+#     naming the ssl.* key.
+#  5. keel only: ssl.protocol=TLSv1.3 serves TLS 1.3 and refuses TLS 1.2.
 # Exit 0 when every check passes; prints one line per check and a summary.
 # Work dir: ${WORK:-/tmp/keel-compat/tls}. Ports 2700-2799 (TLS_PORT_BASE to move them).
 set -u
@@ -92,7 +94,8 @@ make_certs() {
     -noprompt >/dev/null 2>&1 || return 1
   # An encrypted PEM key store (ZooKeeper decrypts these with ssl.keyStore.password).
   openssl pkcs8 -topk8 -in server.key -passout pass:apassword -out server-enc.key 2>/dev/null &&
-  cat server-enc.key server.crt > server-enc.pem
+  cat server-enc.key server.crt > server-enc.pem &&
+  cat client1.key server.crt > mismatch.pem
   cd - >/dev/null
 }
 check "certificates made with openssl (CA, server, 3 clients, untrusted CA) and keytool" make_certs
@@ -283,6 +286,24 @@ check "keel: a wrong JKS password stops start-up naming ssl.keyStore.location" \
 check "keel: clientAuth=need without a trust store stops start-up naming ssl.trustStore.location" \
   refuses notrust "$(tls_cfg $((BASE + 41)) "$CERTS/server.pem" "$CERTS/ca.pem" | grep -v trustStore)" \
   'ssl.trustStore.location'
+check "keel: a private key that does not match the certificate stops start-up" \
+  refuses mismatch "$(tls_cfg $((BASE + 41)) "$CERTS/mismatch.pem" "$CERTS/ca.pem")" \
+  'ssl.keyStore.location: .*does not belong'
+
+# ZooKeeper 3.8 cannot serve ssl.protocol=TLSv1.3 with its default cipher suites (its
+# list has no TLS 1.3 suite: "No appropriate protocol"); keel adds the TLS 1.3 suites.
+echo "== 5: keel with ssl.protocol=TLSv1.3 (a documented difference: ZooKeeper 3.8 fails here)"
+port=$((BASE + 50))
+if start_tls_only keel "$WORK/tls13" "$port" "$(tls_cfg "$port" "$CERTS/server.pem" "$CERTS/ca.pem")
+ssl.protocol=TLSv1.3"; then
+  tls13() { (printf ruok; sleep 2) | timeout 10 openssl s_client "$1" -connect "127.0.0.1:$port" \
+    -cert "$CERTS/client1.crt" -key "$CERTS/client1.key" -CAfile "$CERTS/ca.pem" -quiet 2>/dev/null; }
+  check "keel: TLSv1.3 client gets imok" eval '[ "$(tls13 -tls1_3)" = imok ]'
+  check "keel: TLSv1.2 client is refused when only TLSv1.3 is enabled" eval '[ -z "$(tls13 -tls1_2)" ]'
+else
+  check "keel: starts with ssl.protocol=TLSv1.3 (see $WORK/tls13/log)" false
+fi
+stop_server "$WORK/tls13"
 
 echo "(C client: Debian's libzookeeper-mt is built without SSL support, so there is no C-client TLS check.)"
 echo
