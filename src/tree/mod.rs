@@ -23,7 +23,10 @@ pub use znode::{Owner, Znode};
 pub struct DataTree {
     /// Kept in path order so a snapshot can walk it in resumable steps, and a parent
     /// always comes before its descendants.
-    nodes: BTreeMap<String, Znode>,
+    /// Each znode is boxed: keys are inserted mostly in order (sequential names, bulk
+    /// loads), which leaves B-tree nodes about half full, so small slots (a pointer, not
+    /// the whole znode) waste far less memory.
+    nodes: BTreeMap<String, Box<Znode>>,
     /// Paths of ephemeral znodes, by owning session id.
     ephemerals: HashMap<i64, BTreeSet<String>>,
     /// Paths of container znodes.
@@ -83,17 +86,17 @@ impl DataTree {
         let read_only = t.intern_acl(read_only);
         let mut config = system(&read_only);
         config.aversion = -1;
-        t.nodes.insert("/".into(), root);
-        t.nodes.insert("/zookeeper".into(), zk);
-        t.nodes.insert("/zookeeper/quota".into(), system(&open));
-        t.nodes.insert("/zookeeper/config".into(), config);
+        t.nodes.insert("/".into(), Box::new(root));
+        t.nodes.insert("/zookeeper".into(), Box::new(zk));
+        t.nodes.insert("/zookeeper/quota".into(), Box::new(system(&open)));
+        t.nodes.insert("/zookeeper/config".into(), Box::new(config));
         t.approximate_data_size = t.nodes.keys().map(|p| p.len() as i64).sum();
         t
     }
 
     /// The znode at `path`.
     pub fn get(&self, path: &str) -> Option<&Znode> {
-        self.nodes.get(path)
+        self.nodes.get(path).map(|n| &**n)
     }
 
     /// Number of znodes, the system nodes included.
@@ -169,7 +172,7 @@ impl DataTree {
         let acl = self.intern_acl(acl);
         let node = Znode::new(data, acl, owner, zxid, time_ms);
         let stat = node.stat();
-        self.nodes.insert(path.to_string(), node);
+        self.nodes.insert(path.to_string(), Box::new(node));
         self.approximate_data_size += path.len() as i64 + data_len;
         self.index(path, Owner::from_raw(owner));
         self.on_quota_node_created(parent_path, name);
@@ -347,7 +350,9 @@ impl DataTree {
             Some(c) => Bound::Excluded(c.to_string()),
             None => Bound::Unbounded,
         };
-        self.nodes.range((lower, Bound::Unbounded))
+        self.nodes
+            .range((lower, Bound::Unbounded))
+            .map(|(p, n)| (p, &**n))
     }
 
     /// An empty tree (no system nodes), to be filled by [`DataTree::insert_loaded`]
@@ -402,7 +407,7 @@ impl DataTree {
                     .insert(parent[quota::QUOTA_ROOT.len()..].to_string());
             }
         }
-        self.nodes.insert(path, node);
+        self.nodes.insert(path, Box::new(node));
     }
 
     /// The deepest quota'd path at or above `path`, if any (ZooKeeper's
