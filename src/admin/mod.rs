@@ -142,9 +142,9 @@ impl axum::serve::Listener for BoundedListener {
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         loop {
             // The semaphore is never closed, so acquiring only waits.
-            let Ok(slot) = self.slots.clone().acquire_owned().await else {
-                std::future::pending::<()>().await;
-                continue;
+            let slot = match self.slots.clone().acquire_owned().await {
+                Ok(slot) => slot,
+                Err(_) => return std::future::pending().await,
             };
             match self.listener.accept().await {
                 Ok((stream, addr)) => {
@@ -196,5 +196,31 @@ impl AsyncWrite for BoundedStream {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::serve::Listener;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn bounded_listener_holds_at_most_its_slots() {
+        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = tcp.local_addr().unwrap();
+        let mut listener = BoundedListener::new(tcp, 1);
+        let _a = TcpStream::connect(addr).await.unwrap();
+        let _b = TcpStream::connect(addr).await.unwrap();
+        let (first, _) = listener.accept().await;
+        // The only slot is taken: the second connection waits in the backlog.
+        let waited = tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;
+        assert!(
+            waited.is_err(),
+            "a second connection was accepted past the bound"
+        );
+        drop(first);
+        let second = tokio::time::timeout(Duration::from_secs(5), listener.accept()).await;
+        assert!(second.is_ok(), "the freed slot was not reused");
     }
 }

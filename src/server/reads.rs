@@ -212,9 +212,9 @@ impl Server {
                 ok(&|b| ErrorResponse { err: 0 }.encode(b))
             }
             Request::WhoAmI => {
+                // Every id, super included (ZooKeeper prints it with an empty user).
                 let client_info: Vec<ClientInfo> = ids
                     .iter()
-                    .filter(|i| i.scheme != "super")
                     .map(|i| ClientInfo {
                         auth_scheme: i.scheme.clone(),
                         user: acl::user_name(i),
