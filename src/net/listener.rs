@@ -51,6 +51,9 @@ enum CoreMsg {
         ids: Vec<Id>,
     },
     Input(Input),
+    /// Every request decoded from one socket read, in order: one channel message
+    /// instead of one per request (at most a read buffer's worth of requests).
+    Inputs(Vec<Input>),
     /// A four-letter word from `peer`; the reply text goes back on the oneshot.
     FourLetter {
         word: String,
@@ -443,12 +446,34 @@ async fn core(
                 return;
             }
         }
+        // One message per connection per turn: its packets joined in order (the
+        // connection writes them with one syscall anyway), then Close if asked.
+        let mut batches: Vec<(u64, BytesMut, bool)> = Vec::new();
+        let mut slot: rustc_hash::FxHashMap<u64, usize> = rustc_hash::FxHashMap::default();
         for (conn, out) in server.drain_outbox() {
+            let i = *slot.entry(conn).or_insert_with(|| {
+                batches.push((conn, BytesMut::new(), false));
+                batches.len() - 1
+            });
+            match out {
+                // Nothing goes out after a Close.
+                Outbound::Packet(p) if !batches[i].2 => batches[i].1.extend_from_slice(&p),
+                Outbound::Packet(_) => {}
+                Outbound::Close => batches[i].2 = true,
+            }
+        }
+        for (conn, packets, close) in batches {
             let Some(tx) = routes.get(&conn) else {
                 continue;
             };
-            let close = out == Outbound::Close;
-            if tx.try_send(out).is_err() {
+            let mut sent = true;
+            if !packets.is_empty() {
+                sent = tx.try_send(Outbound::Packet(packets.freeze())).is_ok();
+            }
+            if sent && close {
+                sent = tx.try_send(Outbound::Close).is_ok();
+            }
+            if !sent {
                 tracing::warn!(
                     conn,
                     "client is not reading its replies; closing the connection"
@@ -485,6 +510,12 @@ fn handle(
                 routes.remove(conn);
             }
             server.handle(now_ms(), input);
+        }
+        CoreMsg::Inputs(inputs) => {
+            let now = now_ms();
+            for input in inputs {
+                server.handle(now, input);
+            }
         }
         CoreMsg::FourLetter { word, peer, reply } => {
             let text = if config.four_letter_words.allows(&word) {
@@ -627,24 +658,49 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     let mut handshaken = false;
     let mut wbuf = BytesMut::with_capacity(4096);
     loop {
-        // Hand every complete frame to the core first.
-        while let Some(packet) = take_frame(buf, max_buffer)? {
+        // Hand every complete frame to the core first, all in one message. A malformed
+        // frame still lets the ones before it through, then closes the connection.
+        let mut inputs = Vec::new();
+        let mut malformed = None;
+        loop {
+            let packet = match take_frame(buf, max_buffer) {
+                Ok(Some(p)) => p,
+                Ok(None) => break,
+                Err(e) => {
+                    malformed = Some(e);
+                    break;
+                }
+            };
             let input = if handshaken {
-                let (xid, opcode, req) = decode_request(&packet)?;
-                Input::Request {
-                    conn,
-                    xid,
-                    opcode,
-                    req,
+                match decode_request(&packet) {
+                    Ok((xid, opcode, req)) => Input::Request {
+                        conn,
+                        xid,
+                        opcode,
+                        req,
+                    },
+                    Err(e) => {
+                        malformed = Some(e);
+                        break;
+                    }
                 }
             } else {
                 handshaken = true;
-                let req = ConnectRequest::decode_lenient(&packet).map_err(bad_input)?;
-                Input::Handshake { conn, req }
+                match ConnectRequest::decode_lenient(&packet) {
+                    Ok(req) => Input::Handshake { conn, req },
+                    Err(e) => {
+                        malformed = Some(bad_input(e));
+                        break;
+                    }
+                }
             };
-            if core_tx.send(CoreMsg::Input(input)).await.is_err() {
-                return Ok(());
-            }
+            inputs.push(input);
+        }
+        if !inputs.is_empty() && core_tx.send(CoreMsg::Inputs(inputs)).await.is_err() {
+            return Ok(());
+        }
+        if let Some(e) = malformed {
+            return Err(e);
         }
         tokio::select! {
             n = socket.read_buf(buf) => {

@@ -88,7 +88,8 @@ impl DataTree {
         config.aversion = -1;
         t.nodes.insert("/".into(), Box::new(root));
         t.nodes.insert("/zookeeper".into(), Box::new(zk));
-        t.nodes.insert("/zookeeper/quota".into(), Box::new(system(&open)));
+        t.nodes
+            .insert("/zookeeper/quota".into(), Box::new(system(&open)));
         t.nodes.insert("/zookeeper/config".into(), Box::new(config));
         t.approximate_data_size = t.nodes.keys().map(|p| p.len() as i64).sum();
         t
