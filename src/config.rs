@@ -392,6 +392,9 @@ pub struct Config {
     pub admin_server_port: u16,
     /// `admin.commandURL`: AdminServer URL prefix for commands ("/commands").
     pub admin_command_url: String,
+    /// `admin.idleTimeout`: an AdminServer or metrics connection that sends nothing for
+    /// this long is closed, ms (30000, Jetty's idle timeout in ZooKeeper).
+    pub admin_idle_timeout_ms: u32,
     /// `metricsProvider.className`: `None` means ZooKeeper's default (no exporter).
     pub metrics_provider_class_name: Option<String>,
     /// `metricsProvider.httpPort`: Prometheus exporter port (7000).
@@ -467,6 +470,7 @@ impl Default for Config {
             admin_server_address: "0.0.0.0".to_string(),
             admin_server_port: 8080,
             admin_command_url: "/commands".to_string(),
+            admin_idle_timeout_ms: 30_000,
             metrics_provider_class_name: None,
             metrics_provider_http_port: 7000,
             metrics_provider_http_host: "0.0.0.0".to_string(),
@@ -529,6 +533,7 @@ const PASS_THROUGH_KEYS: &[&str] = &[
     "admin.serverAddress",
     "admin.serverPort",
     "admin.commandURL",
+    "admin.idleTimeout",
     "extendedTypesEnabled",
     "DigestAuthenticationProvider.superDigest",
     "X509AuthenticationProvider.superUser",
@@ -845,7 +850,12 @@ impl Config {
             "admin.enableServer" => self.admin_enable_server = parse_bool(value)?,
             "admin.serverAddress" => self.admin_server_address = value.to_string(),
             "admin.serverPort" => self.admin_server_port = parse_port(value)?,
+            // Jetty refuses a servlet path spec that does not start with "/".
+            "admin.commandURL" if !value.is_empty() && !value.starts_with('/') => {
+                return Err("must start with \"/\" (e.g. /commands)".to_string())
+            }
             "admin.commandURL" => self.admin_command_url = value.to_string(),
+            "admin.idleTimeout" => self.admin_idle_timeout_ms = parse_u32(value)?,
             "extendedTypesEnabled" => self.extended_types_enabled = parse_bool(value)?,
             "DigestAuthenticationProvider.superDigest" => {
                 self.super_digest = Some(value.to_string())
@@ -1321,6 +1331,25 @@ mod tests {
         Config::parse(text)
             .expect_err("should be refused")
             .to_string()
+    }
+
+    #[test]
+    fn admin_keys_refused_or_kept_as_jetty_would() {
+        let e = error("dataDir=/d\nadmin.commandURL=commands\n");
+        assert!(
+            e.contains("admin.commandURL") && e.contains("line 2"),
+            "{e}"
+        );
+        assert_eq!(
+            parse("dataDir=/d\nadmin.commandURL=\n").admin_command_url,
+            ""
+        );
+        assert_eq!(parse("dataDir=/d\n").admin_idle_timeout_ms, 30_000);
+        assert_eq!(
+            parse("dataDir=/d\nadmin.idleTimeout=1500\n").admin_idle_timeout_ms,
+            1500
+        );
+        assert!(error("dataDir=/d\nadmin.idleTimeout=soon\n").contains("admin.idleTimeout"));
     }
 
     /// A fresh directory under the system temp dir, unique to this test run.

@@ -54,6 +54,10 @@ pub fn init(filter: EnvFilter) {
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
+        // A log reader that went away (a closed pipe) must not stop the server: the
+        // line is dropped, as log4j drops it, instead of reporting the failed write
+        // on stderr (which panics when stderr is that same closed pipe).
+        .log_internal_errors(false)
         .init();
 }
 

@@ -82,3 +82,44 @@ fn unknown_log_level_stops_start_up_naming_key_and_line() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_closed_stderr_does_not_stop_the_server() {
+    use std::process::{Command, Stdio};
+    let dir = TempDir::new("log-closed");
+    let port = free_port();
+    let cfg = dir.path.join("zoo.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
+             admin.enableServer=false\n4lw.commands.whitelist=*\n",
+            dir.path.join("data").display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_keel"))
+        .arg(&cfg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ruok(port) {
+        assert!(Instant::now() < deadline, "keel did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The log reader goes away (a restarted journald, `| head`): every later log
+    // line fails to write. Sessions (each logs a line) must still be served.
+    drop(child.stderr.take());
+    for i in 0..3 {
+        let mut c = Client::connect(port, 10_000).unwrap();
+        c.create(&format!("/n{i}"), Some(b"x"), CreateMode::Persistent)
+            .unwrap();
+        c.close().unwrap();
+    }
+    assert!(ruok(port), "no longer answering after its log pipe closed");
+    assert!(child.try_wait().unwrap().is_none(), "keel exited");
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -234,3 +234,40 @@ fn sigterm_stops_within_two_seconds() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn silent_admin_connections_are_closed_after_admin_idle_timeout() {
+    let admin_port = free_port();
+    let keel = start(&format!(
+        "admin.enableServer=true\nadmin.serverAddress=127.0.0.1\nadmin.serverPort={admin_port}\nadmin.idleTimeout=500"
+    ));
+    // Half a request, then silence: the slot must come back (ZooKeeper's Jetty idle
+    // timeout), or a few such clients would lock monitoring out.
+    let mut silent = TcpStream::connect(("127.0.0.1", admin_port)).unwrap();
+    silent
+        .write_all(b"GET /commands/ruok HTTP/1.1\r\n")
+        .unwrap();
+    silent
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let t0 = Instant::now();
+    let mut buf = [0u8; 64];
+    let n = silent
+        .read(&mut buf)
+        .expect("closed, not timed out on our side");
+    assert_eq!(n, 0, "expected the server to close the idle connection");
+    let waited = t0.elapsed();
+    assert!(
+        waited >= Duration::from_millis(300),
+        "closed too early: {waited:?}"
+    );
+    // A whole request on a fresh connection is still answered.
+    let mut http = TcpStream::connect(("127.0.0.1", admin_port)).unwrap();
+    http.write_all(b"GET /commands/ruok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut reply = String::new();
+    http.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(reply.contains("\"command\""), "{reply}");
+    drop(keel);
+}

@@ -34,6 +34,8 @@ pub struct AdminServer {
     listener: TcpListener,
     /// `admin.commandURL` without trailing slashes (`/commands`).
     command_url: String,
+    /// `admin.idleTimeout`, ms.
+    idle_timeout_ms: u32,
 }
 
 /// What a request handler needs.
@@ -56,6 +58,7 @@ impl AdminServer {
         Ok(AdminServer {
             listener,
             command_url: config.admin_command_url.trim_end_matches('/').to_string(),
+            idle_timeout_ms: config.admin_idle_timeout_ms,
         })
     }
 
@@ -71,7 +74,7 @@ impl AdminServer {
             command_url: self.command_url,
         });
         let app = Router::new().fallback(handle).with_state(state);
-        let listener = BoundedListener::new(self.listener, MAX_CONNECTIONS);
+        let listener = BoundedListener::new(self.listener, MAX_CONNECTIONS, self.idle_timeout_ms);
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "AdminServer stopped");
         }

@@ -256,6 +256,9 @@ fn summary_samples(
 /// A bound `/metrics` endpoint, not yet serving.
 pub struct MetricsServer {
     listener: TcpListener,
+    /// Idle connections close after this long, ms (`admin.idleTimeout` serves here too:
+    /// the Prometheus provider's Jetty has no key of its own).
+    idle_timeout_ms: u32,
 }
 
 impl MetricsServer {
@@ -270,6 +273,7 @@ impl MetricsServer {
         );
         Ok(MetricsServer {
             listener: TcpListener::bind(addr).await?,
+            idle_timeout_ms: config.admin_idle_timeout_ms,
         })
     }
 
@@ -281,7 +285,7 @@ impl MetricsServer {
     /// Serves until the process ends; `core` supplies the figures of each scrape.
     pub async fn serve(self, core: CoreHandle) {
         let app = Router::new().fallback(handle).with_state(Arc::new(core));
-        let listener = BoundedListener::new(self.listener, MAX_CONNECTIONS);
+        let listener = BoundedListener::new(self.listener, MAX_CONNECTIONS, self.idle_timeout_ms);
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "metrics endpoint stopped");
         }

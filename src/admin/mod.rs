@@ -18,9 +18,11 @@ pub mod snapshot;
 
 use crate::config::Config;
 use crate::net::listener::CoreHandle;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -117,14 +119,23 @@ impl Endpoints {
 pub(crate) struct BoundedListener {
     listener: TcpListener,
     slots: Arc<Semaphore>,
+    /// A connection that moves no bytes for this long is closed (`admin.idleTimeout`),
+    /// so slow or silent clients cannot hold every slot.
+    idle: Duration,
 }
 
 impl BoundedListener {
-    /// `listener` with at most `max` open connections (at least 1).
-    pub(crate) fn new(listener: TcpListener, max: usize) -> BoundedListener {
+    /// `listener` with at most `max` open connections (at least 1), each closed after
+    /// `idle_ms` without a byte read or written (0 = never).
+    pub(crate) fn new(listener: TcpListener, max: usize, idle_ms: u32) -> BoundedListener {
         BoundedListener {
             listener,
             slots: Arc::new(Semaphore::new(max.max(1))),
+            idle: if idle_ms == 0 {
+                Duration::from_secs(365 * 24 * 3600)
+            } else {
+                Duration::from_millis(idle_ms as u64)
+            },
         }
     }
 }
@@ -133,6 +144,27 @@ impl BoundedListener {
 pub(crate) struct BoundedStream {
     stream: TcpStream,
     _slot: OwnedSemaphorePermit,
+    idle: Duration,
+    /// When the connection counts as idle; pushed back by every byte moved.
+    deadline: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl BoundedStream {
+    fn progressed(&mut self) {
+        let next = tokio::time::Instant::now() + self.idle;
+        self.deadline.as_mut().reset(next);
+    }
+
+    /// An error once the idle deadline has passed (and registers for it otherwise).
+    fn check_idle(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.deadline.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "admin connection idle (admin.idleTimeout)",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
 }
 
 impl axum::serve::Listener for BoundedListener {
@@ -152,6 +184,8 @@ impl axum::serve::Listener for BoundedListener {
                         BoundedStream {
                             stream,
                             _slot: slot,
+                            idle: self.idle,
+                            deadline: Box::pin(tokio::time::sleep(self.idle)),
                         },
                         addr,
                     )
@@ -177,7 +211,13 @@ impl AsyncRead for BoundedStream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
+        match Pin::new(&mut self.stream).poll_read(cx, buf) {
+            Poll::Ready(r) => {
+                self.progressed();
+                Poll::Ready(r)
+            }
+            Poll::Pending => self.check_idle(cx),
+        }
     }
 }
 
@@ -187,7 +227,16 @@ impl AsyncWrite for BoundedStream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
+        match Pin::new(&mut self.stream).poll_write(cx, buf) {
+            Poll::Ready(r) => {
+                self.progressed();
+                Poll::Ready(r)
+            }
+            Poll::Pending => match self.check_idle(cx) {
+                Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                _ => Poll::Pending,
+            },
+        }
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -209,7 +258,7 @@ mod tests {
     async fn bounded_listener_holds_at_most_its_slots() {
         let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = tcp.local_addr().unwrap();
-        let mut listener = BoundedListener::new(tcp, 1);
+        let mut listener = BoundedListener::new(tcp, 1, 0);
         let _a = TcpStream::connect(addr).await.unwrap();
         let _b = TcpStream::connect(addr).await.unwrap();
         let (first, _) = listener.accept().await;

@@ -639,7 +639,13 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send>(
     )
     .await;
     if let Err(e) = &result {
-        tracing::info!(conn, %peer, error = %e, "closing connection");
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            // A TLS client that hangs up without close_notify (zkCli does): a normal
+            // end of a session's connection, not worth an INFO line.
+            tracing::debug!(conn, %peer, error = %e, "closing connection");
+        } else {
+            tracing::info!(conn, %peer, error = %e, "closing connection");
+        }
     }
     let _ = core_tx
         .send(CoreMsg::Input(Input::Disconnected { conn }))
