@@ -98,12 +98,23 @@ fn a_closed_stderr_does_not_stop_the_server() {
         ),
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_keel"))
-        .arg(&cfg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    /// Kills keel even when an assertion fails first.
+    struct Guard(std::process::Child);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut guard = Guard(
+        Command::new(env!("CARGO_BIN_EXE_keel"))
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let child = &mut guard.0;
     let deadline = Instant::now() + Duration::from_secs(30);
     while !ruok(port) {
         assert!(Instant::now() < deadline, "keel did not start");
@@ -120,6 +131,4 @@ fn a_closed_stderr_does_not_stop_the_server() {
     }
     assert!(ruok(port), "no longer answering after its log pipe closed");
     assert!(child.try_wait().unwrap().is_none(), "keel exited");
-    let _ = child.kill();
-    let _ = child.wait();
 }

@@ -236,7 +236,14 @@ def shape_4lw(word, text):
         return [l.split("=", 1)[0] for l in lines if l]
     if word in ("srvr", "stat"):
         return [line_shape(l) if CONN_LINE.match(l) else l.split(":", 1)[0] for l in lines]
-    return [line_shape(l) for l in lines]
+    shapes = [line_shape(l) for l in lines]
+    if word == "dump":
+        # How many expiry buckets the sessions and connections fall into depends on when
+        # each last spoke relative to the tick boundaries (seen: two connections in one
+        # bucket on one server, in two on the other), so bucket headers are not
+        # compared; every session, ephemeral and connection line still is.
+        shapes = [l for l in shapes if l != "<n> expire at <date>:"]
+    return shapes
 
 
 def check_4lw():
