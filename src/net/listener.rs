@@ -181,7 +181,10 @@ pub async fn run(
         config.clone(),
     ));
     admin.serve(core_handle);
+    // maxClientCnxns counts per port, as ZooKeeper counts per connection factory (the
+    // plaintext and the secure port each have their own).
     let per_ip: Arc<Mutex<HashMap<IpAddr, u32>>> = Arc::default();
+    let per_ip_secure: Arc<Mutex<HashMap<IpAddr, u32>>> = Arc::default();
     let mut next_conn: u64 = 1;
     tokio::pin!(shutdown);
     loop {
@@ -202,8 +205,8 @@ pub async fn run(
                 }
             }
             accepted = accept(secure.as_ref()) => {
-                if let Some((socket, peer)) = admit(accepted, &per_ip, &config) {
-                    spawn_connection(next_conn, socket, peer, tls.clone(), &core_tx, &per_ip, &config);
+                if let Some((socket, peer)) = admit(accepted, &per_ip_secure, &config) {
+                    spawn_connection(next_conn, socket, peer, tls.clone(), &core_tx, &per_ip_secure, &config);
                     next_conn += 1;
                 }
             }
