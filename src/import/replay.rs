@@ -387,8 +387,7 @@ impl ZkTree {
             self.ephemerals.entry(s).or_default().insert(p.to_string());
         }
         self.nodes.insert(p.to_string(), node);
-        if parent.starts_with(QUOTA_ROOT) {
-            let real = &parent[QUOTA_ROOT.len()..];
+        if let Some(real) = parent.strip_prefix(QUOTA_ROOT) {
             if name == LIMIT_NODE && !real.is_empty() {
                 self.quota_paths.insert(real.to_string());
             }

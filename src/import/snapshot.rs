@@ -219,7 +219,7 @@ fn parse_checked(
         if nodes.insert(path.clone(), node).is_some() {
             return Err(Malformed::at(at, format!("znode {path} appears twice")));
         }
-        if nodes.len() % 100_000 == 0 {
+        if nodes.len().is_multiple_of(100_000) {
             on_node(nodes.len());
         }
     }

@@ -168,7 +168,7 @@ fn write(
                     .nodes_after(cursor.as_deref())
                     .take_while(|(p, _)| **p <= c)
                     .count();
-                if index % 64 == 0 {
+                if index.is_multiple_of(64) {
                     report(&format!("  ... {written_nodes} znodes written"));
                 }
                 cursor = Some(c);

@@ -391,7 +391,10 @@ mod tests {
     }
 
     /// Builds a JKS file the way the JDK writes one.
-    fn jks_file(password: &str, entries: &[(u32, &[u8], &[&[u8]])]) -> Vec<u8> {
+    /// One JKS entry for the test builder: tag, key or certificate bytes, chain.
+    type JksEntry<'a> = (u32, &'a [u8], &'a [&'a [u8]]);
+
+    fn jks_file(password: &str, entries: &[JksEntry]) -> Vec<u8> {
         let mut out = Vec::new();
         out.extend(JKS_MAGIC.to_be_bytes());
         out.extend(2u32.to_be_bytes());

@@ -62,11 +62,16 @@ enum CoreMsg {
     },
     /// A read-only look at the state machine from outside the client protocol
     /// (AdminServer, metrics); see [`CoreHandle::query`].
-    Query(Box<dyn FnOnce(&Server, &Config) + Send>),
+    Query(QueryFn),
     /// An admin command that changes the server's figures (`stat_reset`); see
     /// [`CoreHandle::update`].
-    Update(Box<dyn FnOnce(&mut Server, &Config) + Send>),
+    Update(UpdateFn),
 }
+
+/// A read-only look at the state machine, run on the core task.
+type QueryFn = Box<dyn FnOnce(&Server, &Config) + Send>;
+/// A change to the server's figures (not its data), run on the core task.
+type UpdateFn = Box<dyn FnOnce(&mut Server, &Config) + Send>;
 
 /// A cloneable way into the core task for the admin surface: runs a closure against the
 /// state machine between two inputs, so what it reads is one consistent instant.

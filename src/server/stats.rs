@@ -403,11 +403,9 @@ impl Server {
                 }
             }
             Request::GetData(r) => self.note_read_bytes(&r.path, false),
-            Request::Exists(r) => {
-                if self.tree.get(&r.path).is_some() {
-                    let bytes = r.path.len() as u64 + STAT_OVERHEAD_BYTES;
-                    self.stats.metrics.read_per_namespace.add(&r.path, bytes);
-                }
+            Request::Exists(r) if self.tree.get(&r.path).is_some() => {
+                let bytes = r.path.len() as u64 + STAT_OVERHEAD_BYTES;
+                self.stats.metrics.read_per_namespace.add(&r.path, bytes);
             }
             Request::GetChildren(r) | Request::GetChildren2(r) => {
                 self.note_read_bytes(&r.path, true)

@@ -272,6 +272,23 @@ impl Txn {
     }
 }
 
+/// Roughly the encoded size of `op` beyond the fixed header, bytes: enough that
+/// [`Txn::encode`] rarely regrows its buffer.
+fn size_hint(op: &TxnOp) -> usize {
+    let data = |d: &Option<Bytes>| d.as_ref().map_or(0, Bytes::len);
+    match op {
+        TxnOp::Create {
+            path, data: d, acl, ..
+        } => 32 + path.len() + data(d) + 48 * acl.len(),
+        TxnOp::SetData { path, data: d, .. } => 32 + path.len() + data(d),
+        TxnOp::Delete { path } | TxnOp::Check { path } => 16 + path.len(),
+        TxnOp::SetAcl { path, acl, .. } => 16 + path.len() + 48 * acl.len(),
+        TxnOp::Multi(ops) => ops.iter().map(|o| 8 + size_hint(o)).sum(),
+        TxnOp::CloseSession { ephemerals } => ephemerals.iter().map(|p| 4 + p.len()).sum(),
+        _ => 32,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,22 +343,5 @@ mod tests {
                 assert!(Txn::decode(&bytes[..cut]).is_err());
             }
         }
-    }
-}
-
-/// Roughly the encoded size of `op` beyond the fixed header, bytes: enough that
-/// [`Txn::encode`] rarely regrows its buffer.
-fn size_hint(op: &TxnOp) -> usize {
-    let data = |d: &Option<Bytes>| d.as_ref().map_or(0, Bytes::len);
-    match op {
-        TxnOp::Create {
-            path, data: d, acl, ..
-        } => 32 + path.len() + data(d) + 48 * acl.len(),
-        TxnOp::SetData { path, data: d, .. } => 32 + path.len() + data(d),
-        TxnOp::Delete { path } | TxnOp::Check { path } => 16 + path.len(),
-        TxnOp::SetAcl { path, acl, .. } => 16 + path.len() + 48 * acl.len(),
-        TxnOp::Multi(ops) => ops.iter().map(|o| 8 + size_hint(o)).sum(),
-        TxnOp::CloseSession { ephemerals } => ephemerals.iter().map(|p| 4 + p.len()).sum(),
-        _ => 32,
     }
 }
