@@ -220,12 +220,16 @@ fn torn_wal_tail_is_dropped_and_everything_before_kept() {
             .expect("create /torn");
         keel.kill9();
 
-        let wal = newest_wal(&[&keel.data_dir, &keel.log_dir]).expect("a WAL file");
-        let len = std::fs::metadata(&wal).unwrap().len();
-        assert!(len > 16, "{} holds the txns", wal.display());
-        let file = std::fs::OpenOptions::new().write(true).open(&wal).unwrap();
-        file.set_len(len - 5).unwrap();
-        drop(file);
+        // Its append's last bytes never reached the disk: the zeros written ahead of
+        // the log show through.
+        let seg = newest_txnlog_segment(&[&keel.data_dir, &keel.log_dir]).expect("a segment");
+        let mut bytes = std::fs::read(&seg).unwrap();
+        let at = bytes
+            .windows(11)
+            .rposition(|w| w == b"last record")
+            .unwrap_or_else(|| panic!("{} holds the last txn", seg.display()));
+        bytes[at + 4..].iter_mut().take(64).for_each(|b| *b = 0);
+        std::fs::write(&seg, bytes).unwrap();
 
         keel.start();
         let mut c = Client::connect(keel.port, LONG_TIMEOUT_MS).expect("connect");
@@ -304,6 +308,16 @@ impl Refusal {
 /// not "repair" anything either), recording any change to the data directory.
 fn start_refused(keel: &mut Keel, what: &str, expect_in_stderr: &[&str]) -> Refusal {
     let db = keel.data_dir.join(rocks::DB_DIR);
+    start_refused_naming(keel, &db, what, expect_in_stderr)
+}
+
+/// As [`start_refused`], with the error naming `named` (a directory or file).
+fn start_refused_naming(
+    keel: &mut Keel,
+    db: &Path,
+    what: &str,
+    expect_in_stderr: &[&str],
+) -> Refusal {
     let before = data_files(keel);
     let mut refusal = Refusal {
         stderr: String::new(),
@@ -341,8 +355,16 @@ fn start_refused(keel: &mut Keel, what: &str, expect_in_stderr: &[&str]) -> Refu
 /// Flips a byte in the middle of every occurrence of `needle` in every file under the
 /// data directories; returns the files changed.
 fn damage(keel: &Keel, needle: &[u8]) -> Vec<PathBuf> {
+    damage_where(keel, needle, |_| true)
+}
+
+/// As [`damage`], only in the files `pick` accepts.
+fn damage_where(keel: &Keel, needle: &[u8], pick: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
     let mut hit = Vec::new();
     for (path, mut bytes) in data_files(keel) {
+        if !pick(&path) {
+            continue;
+        }
         let mut found = false;
         let mut at = 0;
         while let Some(i) = bytes[at..].windows(needle.len()).position(|w| w == needle) {
@@ -364,7 +386,12 @@ const MARKER: &[u8] = b"corrupt-me:0123456789abcdefghijklmnopqrstuvwxyz:corrupt-
 /// A fresh keel holding a marker znode followed by many more txns, so that the
 /// marker's records lie well before the tail of the log.
 fn keel_with_marker(tag: &str) -> Keel {
-    let mut keel = Keel::new(tag, KeelOptions::default());
+    keel_with_marker_opts(tag, KeelOptions::default())
+}
+
+/// As [`keel_with_marker`], with `opts`.
+fn keel_with_marker_opts(tag: &str, opts: KeelOptions) -> Keel {
+    let mut keel = Keel::new(tag, opts);
     keel.start();
     let mut c = Client::connect(keel.port, LONG_TIMEOUT_MS).expect("connect");
     c.create("/marker", Some(MARKER), CreateMode::Persistent)
@@ -374,33 +401,42 @@ fn keel_with_marker(tag: &str) -> Keel {
 }
 
 #[test]
-fn damaged_wal_record_before_the_tail_is_refused() {
-    let mut keel = keel_with_marker("bad-wal");
+fn damaged_txnlog_record_before_the_tail_is_refused() {
+    let mut keel = keel_with_marker("bad-txnlog");
     keel.kill9();
     let hit = damage(&keel, MARKER);
-    assert!(
-        !hit.is_empty()
-            && hit
-                .iter()
-                .all(|p| p.extension().is_some_and(|x| x == "log")),
-        "the marker is only in the WAL after a crash: {hit:?}"
+    let segment = newest_txnlog_segment(&[&keel.data_dir, &keel.log_dir]).expect("a segment");
+    assert_eq!(
+        hit,
+        [segment.clone()],
+        "the marker is only in the txn log after a crash"
     );
-    start_refused(&mut keel, "a damaged WAL record", &[])
-        .assert_data_dir_unchanged("a damaged WAL record");
+    start_refused_naming(
+        &mut keel,
+        &segment,
+        "a damaged txn log record",
+        &["intact append follows"],
+    )
+    .assert_data_dir_unchanged("a damaged txn log record");
 }
 
 #[test]
 fn damaged_sst_is_refused() {
-    let mut keel = keel_with_marker("bad-sst");
-    // Recovery replays the WAL into SST files; then the marker lives only there.
+    // With snapCount 100, a snapshot taken during the 300 writes holds the marker; a
+    // clean stop moves it from RocksDB's WAL into SST files. Only those are damaged
+    // (the txn log holds the marker too).
+    let mut keel = keel_with_marker_opts(
+        "bad-sst",
+        KeelOptions {
+            snap_count: Some(100),
+            ..KeelOptions::default()
+        },
+    );
     assert!(keel.terminate().success());
-    keel.start();
-    assert!(keel.terminate().success());
-    let hit = damage(&keel, MARKER);
+    let hit = damage_where(&keel, MARKER, |p| p.extension().is_some_and(|x| x == "sst"));
     assert!(
-        hit.iter()
-            .any(|p| p.extension().is_some_and(|x| x == "sst")),
-        "the marker is in an SST after a restart: {hit:?}"
+        !hit.is_empty(),
+        "the marker is in an SST after a snapshot and a clean stop: {hit:?}"
     );
     start_refused(&mut keel, "a damaged SST", &[]).assert_data_dir_unchanged("a damaged SST");
 }

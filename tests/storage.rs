@@ -1,12 +1,15 @@
 //! Storage backends: the shared conformance suite against MemStorage and RocksStorage,
-//! then what only one backend can show: MemStorage's simulated crash, and RocksDB's
-//! on-disk checks (format version, checksums, torn WAL tail, separate dataLogDir).
+//! then what only one backend can show: MemStorage's simulated crash, and the on-disk
+//! checks of RocksStorage and its txn log (format versions and upgrade, checksums, torn
+//! tails, damage before the tail, a missing log directory, purge by segment, separate
+//! dataLogDir).
 
 use std::path::{Path, PathBuf};
 
 use keel::storage::conformance;
 use keel::storage::mem::MemStorage;
 use keel::storage::rocks::{self, RocksStorage};
+use keel::storage::txnlog;
 use keel::storage::{LogEntry, Storage, StorageError, FORMAT_VERSION};
 
 /// A directory under the system temp dir, removed when dropped.
@@ -279,15 +282,72 @@ fn rocks_reserved_meta_keys_are_refused() {
     assert!(store.snapshots().unwrap().is_empty());
 }
 
+/// A log record as format version 1 stored it in the `log` column family: version
+/// byte 1, CRC-32 of the data, the data.
+fn legacy_record(data: &[u8]) -> Vec<u8> {
+    let mut r = vec![rocks::RECORD_VERSION];
+    r.extend_from_slice(&crc32fast::hash(data).to_be_bytes());
+    r.extend_from_slice(data);
+    r
+}
+
+/// Turns the store in `dir` into what format version 1 left: `entries` in the `log`
+/// column family, version 1, no txn log directory.
+fn make_version_1(dir: &Path, entries: &[LogEntry]) {
+    drop(open(dir));
+    std::fs::remove_dir_all(dir.join(txnlog::TXNLOG_DIR)).unwrap();
+    let db = raw_db(dir);
+    let log = db.cf_handle(rocks::LOG_CF).unwrap();
+    for e in entries {
+        db.put_cf(log, e.zxid.to_be_bytes(), legacy_record(&e.data))
+            .unwrap();
+    }
+    let meta = db.cf_handle(rocks::META_CF).unwrap();
+    db.put_cf(meta, rocks::FORMAT_VERSION_KEY, 1u32.to_be_bytes())
+        .unwrap();
+    db.delete_cf(meta, rocks::TXNLOG_META_KEY).unwrap();
+}
+
+#[test]
+fn rocks_version_1_log_is_read_and_the_store_upgraded() {
+    let dir = TempDir::new("v1");
+    make_version_1(dir.path(), &[entry(1), entry(2), entry(3)]);
+    {
+        let ro = RocksStorage::open_read_only(dir.path(), dir.path())
+            .unwrap()
+            .expect("a store");
+        assert_eq!(read_zxids(&ro), [1, 2, 3], "read-only open reads version 1");
+    }
+    assert!(
+        !dir.path().join(txnlog::TXNLOG_DIR).exists(),
+        "a read-only open creates nothing"
+    );
+    {
+        let mut store = open(dir.path());
+        assert_eq!(store.last_zxid().unwrap(), Some(3));
+        assert_eq!(read_zxids(&store), [1, 2, 3]);
+        store.append(&[entry(3)], true).unwrap_err();
+        store.append(&[entry(4), entry(5)], true).unwrap();
+        assert_eq!(read_zxids(&store), [1, 2, 3, 4, 5]);
+    }
+    let db = raw_db(dir.path());
+    let meta = db.cf_handle(rocks::META_CF).unwrap();
+    assert_eq!(
+        db.get_cf(meta, rocks::FORMAT_VERSION_KEY).unwrap(),
+        Some(FORMAT_VERSION.to_be_bytes().to_vec()),
+        "the first read-write open marks the store with the new version"
+    );
+    drop(db);
+    assert_eq!(read_zxids(&open(dir.path())), [1, 2, 3, 4, 5]);
+}
+
 #[test]
 fn rocks_corrupt_log_record_is_reported() {
     let dir = TempDir::new("corrupt-log");
-    open(dir.path())
-        .append(
-            &[entry(1), entry(0x1_0000_0005), entry(0x1_0000_0006)],
-            true,
-        )
-        .unwrap();
+    make_version_1(
+        dir.path(),
+        &[entry(1), entry(0x1_0000_0005), entry(0x1_0000_0006)],
+    );
     {
         let db = raw_db(dir.path());
         let log = db.cf_handle(rocks::LOG_CF).unwrap();
@@ -356,8 +416,40 @@ fn rocks_corrupt_snapshot_chunk_is_reported() {
     }
 }
 
+/// The txn log's newest segment file in the store at `dir`.
+fn newest_segment(dir: &Path) -> PathBuf {
+    segments(dir)
+        .pop()
+        .unwrap_or_else(|| panic!("no txn log segment under {}", dir.display()))
+}
+
+/// The txn log's segment files, oldest first.
+fn segments(dir: &Path) -> Vec<PathBuf> {
+    let mut all: Vec<PathBuf> = std::fs::read_dir(dir.join(txnlog::TXNLOG_DIR))
+        .expect("list txn log dir")
+        .map(|e| e.expect("dir entry").path())
+        .collect();
+    all.sort();
+    all
+}
+
+/// Offset of the first byte of `needle` in `file`.
+fn find(file: &Path, needle: &[u8]) -> usize {
+    std::fs::read(file)
+        .unwrap()
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .unwrap_or_else(|| panic!("{needle:?} not in {}", file.display()))
+}
+
+fn patch(file: &Path, at: usize, f: impl FnOnce(&mut [u8])) {
+    let mut bytes = std::fs::read(file).unwrap();
+    f(&mut bytes[at..]);
+    std::fs::write(file, bytes).unwrap();
+}
+
 #[test]
-fn rocks_torn_wal_tail_is_dropped() {
+fn txnlog_torn_tail_is_dropped() {
     let dir = TempDir::new("torn");
     {
         let mut store = open(dir.path());
@@ -365,23 +457,167 @@ fn rocks_torn_wal_tail_is_dropped() {
         store.append(&[entry(4)], false).unwrap();
         store.append(&[entry(5)], false).unwrap();
     }
-    // A crash in mid-write: the last record's final bytes never reached the disk.
-    let wal = newest_wal(&dir.path().join(rocks::DB_DIR));
-    let len = std::fs::metadata(&wal).unwrap().len();
-    let file = std::fs::OpenOptions::new().write(true).open(&wal).unwrap();
-    file.set_len(len - 10).unwrap();
-    drop(file);
+    // A crash in mid-write: the last append's final bytes never reached the disk (the
+    // zeros written ahead of the log show through).
+    let seg = newest_segment(dir.path());
+    let at = find(&seg, b"txn 0x5 ");
+    patch(&seg, at + 100, |b| b[..60].fill(0));
 
     let mut store = open(dir.path());
     assert_eq!(
         read_zxids(&store),
         [1, 2, 3, 4],
-        "only the torn record is gone"
+        "only the torn append is gone"
     );
     assert_eq!(store.last_zxid().unwrap(), Some(4));
     store.append(&[entry(5)], true).unwrap();
+    store.append(&[entry(6)], true).unwrap();
     drop(store);
-    assert_eq!(read_zxids(&open(dir.path())), [1, 2, 3, 4, 5]);
+    assert_eq!(read_zxids(&open(dir.path())), [1, 2, 3, 4, 5, 6]);
+}
+
+#[test]
+fn txnlog_torn_header_is_dropped_and_read_only_open_changes_nothing() {
+    let dir = TempDir::new("torn-header");
+    {
+        let mut store = open(dir.path());
+        store.append(&[entry(1)], true).unwrap();
+        store.append(&[entry(2)], true).unwrap();
+    }
+    // Half of the second append's header reached the disk.
+    let seg = newest_segment(dir.path());
+    let at = find(&seg, b"txn 0x2 ") - 12 - txnlog::APPEND_HEADER_BYTES;
+    patch(&seg, at + 20, |b| b[..20].fill(0));
+    let before = std::fs::read(&seg).unwrap();
+    {
+        let ro = RocksStorage::open_read_only(dir.path(), dir.path())
+            .unwrap()
+            .unwrap();
+        assert_eq!(read_zxids(&ro), [1]);
+    }
+    assert!(
+        std::fs::read(&seg).unwrap() == before,
+        "a read-only open leaves the segment as it was"
+    );
+    let store = open(dir.path());
+    assert_eq!(read_zxids(&store), [1]);
+    assert_eq!(store.last_zxid().unwrap(), Some(1));
+}
+
+#[test]
+fn txnlog_damage_before_the_tail_is_refused() {
+    let dir = TempDir::new("txnlog-damage");
+    {
+        let mut store = open(dir.path());
+        for zxid in 1..=5 {
+            store.append(&[entry(zxid)], true).unwrap();
+        }
+    }
+    // Flip a byte inside the first append's data; four intact appends follow it, so
+    // it was synced and acknowledged: not a torn tail.
+    let seg = newest_segment(dir.path());
+    let at = find(&seg, b"txn 0x1 ");
+    patch(&seg, at + 40, |b| b[0] ^= 0x01);
+    let before = std::fs::read(&seg).unwrap();
+
+    for read_only in [true, false] {
+        let result = if read_only {
+            RocksStorage::open_read_only(dir.path(), dir.path()).map(|s| s.unwrap())
+        } else {
+            RocksStorage::open(dir.path(), dir.path(), true)
+        };
+        match result {
+            Err(StorageError::Corrupt {
+                path,
+                position,
+                what,
+            }) => {
+                assert_eq!(path, seg);
+                assert!(position.starts_with("byte offset "), "{position}");
+                assert!(what.contains("intact append follows"), "{what}");
+            }
+            Err(other) => panic!("expected Corrupt, got {other}"),
+            Ok(store) => panic!(
+                "open must refuse a damaged log, it read {:?}",
+                read_zxids(&store)
+            ),
+        }
+    }
+    assert!(
+        std::fs::read(&seg).unwrap() == before,
+        "a refused log is left as it was"
+    );
+}
+
+#[test]
+fn txnlog_missing_directory_is_refused() {
+    let dir = TempDir::new("txnlog-missing");
+    open(dir.path()).append(&[entry(1)], true).unwrap();
+    // dataLogDir changed without moving the log: starting would lose txn 1.
+    let moved = dir.path().join("elsewhere");
+    std::fs::rename(dir.path().join(txnlog::TXNLOG_DIR), &moved).unwrap();
+    match RocksStorage::open(dir.path(), dir.path(), true) {
+        Err(StorageError::Corrupt { path, what, .. }) => {
+            assert_eq!(path, dir.path().join(txnlog::TXNLOG_DIR));
+            assert!(what.contains("dataLogDir"), "{what}");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    std::fs::rename(&moved, dir.path().join(txnlog::TXNLOG_DIR)).unwrap();
+    assert_eq!(read_zxids(&open(dir.path())), [1]);
+}
+
+#[test]
+fn txnlog_purge_deletes_whole_segments() {
+    let dir = TempDir::new("txnlog-purge");
+    // Two appends of about 40 MB: the second does not fit in the first segment.
+    let big = |zxid: i64| LogEntry {
+        zxid,
+        data: vec![zxid as u8; 1 << 20],
+    };
+    let mut store = open(dir.path());
+    store
+        .append(&(1..=40).map(big).collect::<Vec<_>>(), true)
+        .unwrap();
+    store
+        .append(&(41..=80).map(big).collect::<Vec<_>>(), true)
+        .unwrap();
+    assert_eq!(
+        segments(dir.path()).len(),
+        2,
+        "the log rolled to a second file"
+    );
+    store.put_snapshot_chunk(45, 0, b"state").unwrap();
+    store.finish_snapshot(45, 1).unwrap();
+    store.purge(1).unwrap();
+    let left = segments(dir.path());
+    assert_eq!(
+        left.len(),
+        1,
+        "the file with only zxids <= 45 is gone: {left:?}"
+    );
+    let mut zxids = Vec::new();
+    store
+        .read_log(-1, &mut |e| {
+            zxids.push(e.zxid);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(
+        zxids,
+        (46..=80).collect::<Vec<_>>(),
+        "reads start above the snapshot"
+    );
+    drop(store);
+    let store = open(dir.path());
+    let mut zxids = Vec::new();
+    store
+        .read_log(-1, &mut |e| {
+            zxids.push(e.zxid);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(zxids, (46..=80).collect::<Vec<_>>(), "purge is durable");
 }
 
 #[test]
@@ -389,29 +625,26 @@ fn rocks_wal_damage_before_the_tail_is_refused() {
     let dir = TempDir::new("wal-damage");
     {
         let mut store = open(dir.path());
-        for zxid in 1..=5 {
-            store.append(&[entry(zxid)], true).unwrap();
+        for i in 1..=5 {
+            store
+                .put_meta(
+                    &format!("key{i}"),
+                    format!("meta value {i} ").repeat(20).as_bytes(),
+                )
+                .unwrap();
         }
     }
-    // Flip a byte inside the first record's payload; four intact records follow it.
+    // Flip a byte inside the first value in RocksDB's WAL; four intact records follow.
     let wal = newest_wal(&dir.path().join(rocks::DB_DIR));
-    let mut bytes = std::fs::read(&wal).unwrap();
-    let at = bytes
-        .windows(8)
-        .position(|w| w == b"txn 0x1 ")
-        .expect("first entry's data in the WAL");
-    bytes[at + 40] ^= 0x01;
-    std::fs::write(&wal, bytes).unwrap();
+    let at = find(&wal, b"meta value 1 ");
+    patch(&wal, at + 40, |b| b[0] ^= 0x01);
 
     match RocksStorage::open(dir.path(), dir.path(), true) {
         Err(StorageError::Corrupt { path, .. }) => {
             assert_eq!(path, dir.path().join(rocks::DB_DIR))
         }
         Err(other) => panic!("expected Corrupt, got {other}"),
-        Ok(store) => panic!(
-            "open must refuse a damaged WAL, it read {:?}",
-            read_zxids(&store)
-        ),
+        Ok(_) => panic!("open must refuse a damaged WAL"),
     }
 }
 
@@ -422,15 +655,21 @@ fn rocks_close_keeps_everything_and_leaves_no_wal_to_replay() {
         let mut store = open(dir.path());
         store.append(&[entry(1), entry(2)], true).unwrap();
         store.append(&[entry(3)], false).unwrap();
+        store
+            .put_snapshot_chunk(2, 0, b"snapshot chunk bytes")
+            .unwrap();
+        store.finish_snapshot(2, 1).unwrap();
         store.close().unwrap();
     }
-    // Everything is in table files now: the live WAL holds no txn.
+    // Everything is in table files now: the live WAL holds no snapshot chunk.
     let wal = newest_wal(&dir.path().join(rocks::DB_DIR));
     let bytes = std::fs::read(&wal).unwrap();
     assert!(
-        !bytes.windows(4).any(|w| w == b"txn "),
-        "WAL {} still holds txns after close",
+        !bytes.windows(14).any(|w| w == b"snapshot chunk"),
+        "WAL {} still holds a snapshot chunk after close",
         wal.display()
     );
-    assert_eq!(read_zxids(&open(dir.path())), [1, 2, 3]);
+    let store = open(dir.path());
+    assert_eq!(read_zxids(&store), [1, 2, 3]);
+    assert_eq!(store.latest_snapshot().unwrap().unwrap().zxid, 2);
 }

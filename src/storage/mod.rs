@@ -17,12 +17,18 @@
 pub mod conformance;
 pub mod mem;
 pub mod rocks;
+pub mod txnlog;
 
 use std::path::PathBuf;
 
-/// The on-disk format version keel writes and reads. A different stored version is
+/// The on-disk format version keel writes. Version 1 kept the txn log in RocksDB;
+/// version 2 keeps it in keel's own segment files ([`txnlog`]) and still reads a
+/// version 1 store's log (the first read-write open marks it version 2, so an older
+/// keel, which would not see the new files, refuses it). Any other stored version is
 /// refused at open with [`StorageError::Version`].
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest on-disk format version this build still reads.
+pub const OLDEST_FORMAT_VERSION: u32 = 1;
 
 /// One txn as stored. The bytes are the server's encoding; storage treats them as opaque
 /// but protects them with a checksum.

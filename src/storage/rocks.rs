@@ -5,7 +5,13 @@
 //!   `dataLogDir/keel-wal` when ZooKeeper's `dataLogDir` is set apart from `dataDir` (so
 //!   the txn log's fsyncs go to their own disk, as ZooKeeper advises), otherwise in the
 //!   database directory.
-//! - Column family `log`: key = zxid (8 bytes), value = a record (below) of the txn.
+//! - The txn log is not in RocksDB: it is keel's own segment files in
+//!   `dataLogDir/keel-txnlog` ([`super::txnlog`]), on preallocated space so each group
+//!   commit's fdatasync writes data only. The meta key [`TXNLOG_META_KEY`] records that
+//!   the directory was created, so a start that cannot find it (dataLogDir changed,
+//!   directory lost) is refused instead of silently starting without the log.
+//! - Column family `log` (format version 1 only): key = zxid (8 bytes), value = a
+//!   record (below) of the txn. Still read, never written; purge empties it.
 //! - Column family `snapshot`: key = snapshot zxid (8 bytes) + chunk index (4 bytes),
 //!   value = a record of the chunk.
 //! - Column family `meta`: `format_version` = [`FORMAT_VERSION`] (4 bytes);
@@ -31,7 +37,8 @@ use rocksdb::{
     WriteBatch, WriteOptions, DB,
 };
 
-use super::{LogEntry, Snapshot, Storage, StorageError, FORMAT_VERSION};
+use super::txnlog::{self, TxnLog};
+use super::{LogEntry, Snapshot, Storage, StorageError, FORMAT_VERSION, OLDEST_FORMAT_VERSION};
 
 /// The database's directory under `dataDir`.
 pub const DB_DIR: &str = "keel-db";
@@ -48,6 +55,12 @@ pub const FORMAT_VERSION_KEY: &str = "format_version";
 /// The prefix of the meta keys that mark snapshots complete; reserved, refused by
 /// `put_meta`.
 pub const SNAPSHOT_MARKER_PREFIX: &str = "snapshot/";
+/// The meta key that marks the txn log directory as created; reserved.
+pub const TXNLOG_META_KEY: &str = "txnlog_created";
+/// The meta key holding the zxid (8 bytes) up to which purge deleted the log. The txn
+/// log deletes whole segment files, so entries at or below it may still be in a kept
+/// file; reads skip them, so the log reads exactly as purged. Reserved.
+pub const TXNLOG_PURGED_KEY: &str = "txnlog_purged_upto";
 /// The first byte of every log and snapshot record.
 pub const RECORD_VERSION: u8 = 1;
 
@@ -68,6 +81,10 @@ pub struct RocksStorage {
     force_sync: bool,
     /// The highest zxid in the log, kept so an append checks its order without a read.
     last: Option<i64>,
+    /// The txn log (every append since format version 2).
+    txnlog: TxnLog,
+    /// Reads skip log entries at or below this zxid ([`TXNLOG_PURGED_KEY`]; -1: none).
+    purged_upto: i64,
     /// Opened with [`RocksStorage::open_read_only`]: every write fails.
     read_only: bool,
 }
@@ -111,6 +128,7 @@ impl RocksStorage {
             if let Some(wal_dir) = &wal_dir {
                 refuse_if_not_empty(wal_dir)?;
             }
+            refuse_if_not_empty(&log_dir.join(txnlog::TXNLOG_DIR))?;
         }
 
         let mut opts = db_options(wal_dir.as_deref());
@@ -120,14 +138,26 @@ impl RocksStorage {
             check_column_families(&opts, &path)?;
         }
         let db = DB::open_cf(&opts, &path, COLUMN_FAMILIES).map_err(|e| rocks_error(&path, e))?;
+        let txnlog_dir = log_dir.join(txnlog::TXNLOG_DIR);
+        check_txnlog_present(&db, &path, &txnlog_dir)?;
+        let txnlog = TxnLog::open(&txnlog_dir, false)?;
         let mut storage = RocksStorage {
             db,
             path,
             force_sync,
             last: None,
+            txnlog,
+            purged_upto: -1,
             read_only: false,
         };
         storage.check_format_version()?;
+        if storage.get_meta(TXNLOG_META_KEY)?.is_none() {
+            let meta = storage.cf(META_CF)?;
+            let mut batch = WriteBatch::default();
+            batch.put_cf(meta, TXNLOG_META_KEY, [1u8]);
+            storage.write(batch, true)?;
+        }
+        storage.purged_upto = storage.read_purged_upto()?;
         storage.last = storage.read_last_zxid()?;
         Ok(storage)
     }
@@ -157,14 +187,20 @@ impl RocksStorage {
         check_column_families(&opts, &path)?;
         let db = DB::open_cf_for_read_only(&opts, &path, COLUMN_FAMILIES, false)
             .map_err(|e| rocks_error(&path, e))?;
+        let txnlog_dir = log_dir.join(txnlog::TXNLOG_DIR);
+        check_txnlog_present(&db, &path, &txnlog_dir)?;
+        let txnlog = TxnLog::open(&txnlog_dir, true)?;
         let mut storage = RocksStorage {
             db,
             path,
             force_sync: false,
             last: None,
+            txnlog,
+            purged_upto: -1,
             read_only: true,
         };
         storage.check_format_version()?;
+        storage.purged_upto = storage.read_purged_upto()?;
         storage.last = storage.read_last_zxid()?;
         Ok(Some(storage))
     }
@@ -187,12 +223,19 @@ impl RocksStorage {
                         what: format!("{} bytes, expected 4", value.len()),
                     })?;
                 let found = u32::from_be_bytes(found);
-                if found != FORMAT_VERSION {
+                if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&found) {
                     return Err(StorageError::Version {
                         path: self.path.clone(),
                         found,
                         expected: FORMAT_VERSION,
                     });
+                }
+                if found != FORMAT_VERSION && !self.read_only {
+                    // Upgrade: from now on appends go to files an older keel would not
+                    // read, so it must refuse this store.
+                    let mut batch = WriteBatch::default();
+                    batch.put_cf(meta, FORMAT_VERSION_KEY, FORMAT_VERSION.to_be_bytes());
+                    self.write(batch, true)?;
                 }
                 Ok(())
             }
@@ -222,8 +265,27 @@ impl RocksStorage {
         }
     }
 
-    /// The highest zxid in the log column family.
+    /// The stored [`TXNLOG_PURGED_KEY`], -1 if none.
+    fn read_purged_upto(&self) -> Result<i64, StorageError> {
+        match self.get_meta(TXNLOG_PURGED_KEY)? {
+            None => Ok(-1),
+            Some(v) => <[u8; 8]>::try_from(v.as_slice())
+                .map(i64::from_be_bytes)
+                .map_err(|_| StorageError::Corrupt {
+                    path: self.path.clone(),
+                    position: format!("meta key {TXNLOG_PURGED_KEY:?}"),
+                    what: format!("{} bytes, expected 8", v.len()),
+                }),
+        }
+    }
+
+    /// The highest zxid in the log: the txn log's, or the version-1 column family's;
+    /// `None` when purge removed every entry (the server then takes its zxid from the
+    /// snapshot).
     fn read_last_zxid(&self) -> Result<Option<i64>, StorageError> {
+        if let Some(z) = self.txnlog.last_zxid() {
+            return Ok((z > self.purged_upto).then_some(z));
+        }
         let log = self.cf(LOG_CF)?;
         match self.db.iterator_cf(log, IteratorMode::End).next() {
             None => Ok(None),
@@ -303,6 +365,7 @@ impl Storage for RocksStorage {
         if self.read_only {
             return Ok(());
         }
+        self.txnlog.sync()?;
         let mut flush = rocksdb::FlushOptions::default();
         flush.set_wait(true);
         for name in COLUMN_FAMILIES {
@@ -314,29 +377,26 @@ impl Storage for RocksStorage {
         Ok(())
     }
 
-    /// One write batch per call, fsynced when `sync` and `force_sync` are both set. An
-    /// empty call with `sync` syncs the WAL, so it may serve as a barrier.
+    /// One append to the txn log per call, fdatasynced when `sync` and `force_sync` are
+    /// both set. An empty call with `sync` syncs the log, so it may serve as a barrier.
     fn append(&mut self, entries: &[LogEntry], sync: bool) -> Result<(), StorageError> {
-        let sync = sync && self.force_sync;
-        if entries.is_empty() {
-            if sync {
-                self.db.flush_wal(true).map_err(|e| self.error(e))?;
-            }
-            return Ok(());
+        if self.read_only {
+            return Err(StorageError::Backend("store opened read-only".to_owned()));
         }
-        // Check the whole call first, so a refused append stores nothing.
-        let mut last = self.last;
+        let sync = sync && self.force_sync;
+        // Check the whole call first, so a refused append stores nothing. Nothing may go
+        // at or below the purge mark either: reads would skip it.
+        let mut last = self
+            .last
+            .max((self.purged_upto >= 0).then_some(self.purged_upto));
         for entry in entries {
             check_order(entry.zxid, last)?;
             last = Some(entry.zxid);
         }
-        let log = self.cf(LOG_CF)?;
-        let mut batch = WriteBatch::default();
-        for entry in entries {
-            batch.put_cf(log, entry.zxid.to_be_bytes(), encode_record(&entry.data));
+        self.txnlog.append(entries, sync)?;
+        if !entries.is_empty() {
+            self.last = last;
         }
-        self.write(batch, sync)?;
-        self.last = last;
         Ok(())
     }
 
@@ -370,7 +430,7 @@ impl Storage for RocksStorage {
                 data: data.to_vec(),
             })?;
         }
-        Ok(())
+        self.txnlog.read(after.max(self.purged_upto), f)
     }
 
     fn put_snapshot_chunk(
@@ -462,8 +522,16 @@ impl Storage for RocksStorage {
             let mut to = oldest_kept.to_be_bytes().to_vec();
             to.push(0);
             batch.delete_range_cf(log, &[][..], &to[..]);
+            if oldest_kept > self.purged_upto {
+                batch.put_cf(meta, TXNLOG_PURGED_KEY, oldest_kept.to_be_bytes());
+            }
         }
         self.write(batch, true)?;
+        if oldest_kept > self.purged_upto {
+            self.purged_upto = oldest_kept;
+            // After the mark is durable: a crash in between leaves files the mark hides.
+            self.txnlog.purge(oldest_kept)?;
+        }
         self.last = self.read_last_zxid()?;
         Ok(())
     }
@@ -476,7 +544,11 @@ impl Storage for RocksStorage {
     /// Errors: [`StorageError::Backend`] for the reserved keys [`FORMAT_VERSION_KEY`]
     /// and those starting with [`SNAPSHOT_MARKER_PREFIX`].
     fn put_meta(&mut self, key: &str, value: &[u8]) -> Result<(), StorageError> {
-        if key == FORMAT_VERSION_KEY || key.starts_with(SNAPSHOT_MARKER_PREFIX) {
+        if key == FORMAT_VERSION_KEY
+            || key == TXNLOG_META_KEY
+            || key == TXNLOG_PURGED_KEY
+            || key.starts_with(SNAPSHOT_MARKER_PREFIX)
+        {
             return Err(StorageError::Backend(format!(
                 "meta key {key:?} is reserved for the storage layer"
             )));
@@ -611,6 +683,33 @@ fn db_options(wal_dir: Option<&Path>) -> Options {
         opts.set_wal_dir(wal_dir);
     }
     opts
+}
+
+/// Refuses a store whose meta says its txn log directory was created when that
+/// directory is not there (dataLogDir changed or the directory was lost): starting
+/// without it would silently drop every txn since the last snapshot.
+fn check_txnlog_present(db: &DB, path: &Path, txnlog_dir: &Path) -> Result<(), StorageError> {
+    let meta = db.cf_handle(META_CF).ok_or_else(|| StorageError::Corrupt {
+        path: path.to_path_buf(),
+        position: format!("column family {META_CF:?}"),
+        what: "missing".to_owned(),
+    })?;
+    let created = db
+        .get_cf(meta, TXNLOG_META_KEY)
+        .map_err(|e| rocks_error(path, e))?
+        .is_some();
+    if created && !txnlog_dir.try_exists()? {
+        return Err(StorageError::Corrupt {
+            path: txnlog_dir.to_path_buf(),
+            position: "directory".to_owned(),
+            what: format!(
+                "the txn log directory is missing, though the store in {} has one; \
+                 if dataLogDir changed, move keel-txnlog (and keel-wal) to the new dataLogDir",
+                path.display()
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Refuses an existing database that lacks one of keel's column families.

@@ -845,15 +845,15 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The newest RocksDB WAL file (`NNNNNN.log`, highest number) under any of `dirs`.
-pub fn newest_wal(dirs: &[&Path]) -> Option<PathBuf> {
+/// The newest txn log segment (`keel-txnlog/log.<zxid>`, highest first zxid) under any
+/// of `dirs`.
+pub fn newest_txnlog_segment(dirs: &[&Path]) -> Option<PathBuf> {
     dirs.iter()
         .flat_map(|d| files_under(d))
-        .filter(|p| p.extension().is_some_and(|x| x == "log"))
-        .filter_map(|p| {
-            let n = p.file_stem()?.to_str()?.parse::<u64>().ok()?;
-            Some((n, p))
+        .filter(|p| {
+            p.parent()
+                .and_then(|d| d.file_name())
+                .is_some_and(|n| n == keel::storage::txnlog::TXNLOG_DIR)
         })
         .max()
-        .map(|(_, p)| p)
 }
