@@ -408,7 +408,7 @@ fn damaged_txnlog_record_before_the_tail_is_refused() {
     let segment = newest_txnlog_segment(&[&keel.data_dir, &keel.log_dir]).expect("a segment");
     assert_eq!(
         hit,
-        [segment.clone()],
+        std::slice::from_ref(&segment),
         "the marker is only in the txn log after a crash"
     );
     start_refused_naming(

@@ -1,7 +1,9 @@
 //! The runtime layer, the only one that does I/O: the client listener and connections
 //! ([`listener`]), TLS on the secure client port ([`tls`], reading key and trust stores
-//! with [`keystore`]) and the storage thread ([`persist`]).
+//! with [`keystore`]) and the storage thread ([`persist`], with its sync threads in
+//! [`syncer`]).
 pub mod keystore;
 pub mod listener;
 pub mod persist;
+pub mod syncer;
 pub mod tls;

@@ -1,9 +1,12 @@
 //! The storage thread: executes the server's [`StorageOp`]s in order on a blocking
-//! thread, syncing each batch of appended txns once (group commit), and reports the
-//! highest durable zxid back to the core through a watch channel (which never blocks, so
-//! the two cannot deadlock on full queues). It times each sync and each snapshot into
-//! [`StorageStats`] (`fsynctime`, `snapshottime`, `last_snapshot`).
+//! thread, writing each batch of appended txns at once and syncing it once (group
+//! commit) — on the [`Syncers`] threads when the store offers sync jobs, so the next
+//! batch is written while a sync runs — and reports the highest durable zxid back to
+//! the core through a watch channel (which never blocks, so the two cannot deadlock on
+//! full queues). It times each sync and each snapshot into [`StorageStats`]
+//! (`fsynctime`, `snapshottime`, `last_snapshot`).
 
+use super::syncer::{Syncers, SYNC_THREADS};
 use crate::server::stats::StorageStats;
 use crate::server::StorageOp;
 use crate::storage::{LogEntry, Storage};
@@ -30,6 +33,10 @@ pub fn run(
 ) {
     let mut last_purge = Instant::now();
     let mut entries: Vec<LogEntry> = Vec::new();
+    let syncers = match Syncers::start(SYNC_THREADS, durable.clone(), stats.clone(), fatal) {
+        Ok(s) => s,
+        Err(e) => fatal(&e.into()),
+    };
     match storage.snapshots() {
         Ok(zxids) => {
             if let Some(&zxid) = zxids.last() {
@@ -89,21 +96,45 @@ pub fn run(
             }
         }
         if !entries.is_empty() {
-            let t0 = Instant::now();
-            if let Err(e) = storage.append(&entries, true) {
-                fatal(&e);
-            }
-            stats.record_fsync(t0.elapsed().as_millis() as u64);
+            let overlapped = match storage.append(&entries, false) {
+                Ok(()) => storage.sync_job(),
+                Err(e) => fatal(&e),
+            };
             entries.clear();
-        }
-        if let Some(z) = last_zxid {
-            durable.send_replace(z);
+            match (overlapped, last_zxid) {
+                (Some(job), Some(z)) => syncers.submit(job, z),
+                _ => {
+                    // No sync job (forceSync=no, or a store without them): sync here.
+                    let t0 = Instant::now();
+                    if let Err(e) = storage.append(&[], true) {
+                        fatal(&e);
+                    }
+                    stats.record_fsync(t0.elapsed().as_millis() as u64);
+                    if let Some(z) = last_zxid {
+                        raise(&durable, z);
+                    }
+                }
+            }
+        } else if let Some(z) = last_zxid {
+            raise(&durable, z);
         }
     }
+    syncers.stop();
     // A clean stop: every queued op is done; let the store tidy up for a quick start.
     if let Err(e) = storage.close() {
         tracing::warn!(error = %e, "tidying the store at stop failed; nothing is lost");
     }
+}
+
+/// Raises the durable zxid to `zxid` (the syncers raise it too; it never goes down).
+fn raise(durable: &watch::Sender<i64>, zxid: i64) {
+    durable.send_if_modified(|d| {
+        let up = zxid > *d;
+        if up {
+            *d = zxid;
+        }
+        up
+    });
 }
 
 /// Seconds since the Unix epoch (0 if the clock is before it).

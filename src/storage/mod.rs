@@ -76,6 +76,10 @@ pub struct Snapshot {
     pub chunks: Vec<Vec<u8>>,
 }
 
+/// Work that makes every entry appended before it was made durable, runnable on any
+/// thread (see [`Storage::sync_job`]).
+pub type SyncJob = Box<dyn FnOnce() -> Result<(), StorageError> + Send>;
+
 /// The durable store of one server.
 pub trait Storage: Send {
     /// Appends `entries` (zxids strictly increasing and above every stored entry); with
@@ -84,6 +88,14 @@ pub trait Storage: Send {
     /// Errors: [`StorageError::OutOfOrder`], I/O or backend errors (the caller must then
     /// stop: an unacknowledged write may or may not be stored).
     fn append(&mut self, entries: &[LogEntry], sync: bool) -> Result<(), StorageError>;
+
+    /// For a caller that overlaps syncs with further appends: a job that, run on any
+    /// thread after this call, makes every entry appended before this call durable (one
+    /// fdatasync), while appends go on. `None` when the backend has no such job or syncs
+    /// are off (`forceSync=no`); then `append(.., true)` is the way to sync.
+    fn sync_job(&mut self) -> Option<SyncJob> {
+        None
+    }
 
     /// The highest stored zxid, if any entry is stored.
     fn last_zxid(&self) -> Result<Option<i64>, StorageError>;

@@ -38,7 +38,9 @@ use rocksdb::{
 };
 
 use super::txnlog::{self, TxnLog};
-use super::{LogEntry, Snapshot, Storage, StorageError, FORMAT_VERSION, OLDEST_FORMAT_VERSION};
+use super::{
+    LogEntry, Snapshot, Storage, StorageError, SyncJob, FORMAT_VERSION, OLDEST_FORMAT_VERSION,
+};
 
 /// The database's directory under `dataDir`.
 pub const DB_DIR: &str = "keel-db";
@@ -398,6 +400,14 @@ impl Storage for RocksStorage {
             self.last = last;
         }
         Ok(())
+    }
+
+    /// An fdatasync of the txn log's current segment, when `force_sync` is set.
+    fn sync_job(&mut self) -> Option<SyncJob> {
+        if !self.force_sync || self.read_only {
+            return None;
+        }
+        self.txnlog.sync_job()
     }
 
     fn last_zxid(&self) -> Result<Option<i64>, StorageError> {

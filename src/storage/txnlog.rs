@@ -30,8 +30,9 @@
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use super::{LogEntry, StorageError};
+use super::{LogEntry, StorageError, SyncJob};
 
 /// The txn log's directory under `dataLogDir`.
 pub const TXNLOG_DIR: &str = "keel-txnlog";
@@ -66,8 +67,9 @@ pub struct TxnLog {
     dir: PathBuf,
     /// Oldest first.
     segments: Vec<Segment>,
-    /// The last segment, open for appends (None before the first append, or read-only).
-    file: Option<File>,
+    /// The last segment, open for appends (None before the first append, or read-only);
+    /// shared with [`SyncJob`]s running on other threads.
+    file: Option<Arc<File>>,
     /// Where the next append goes in the last segment.
     write_pos: u64,
     /// The last segment's length: zeros from `write_pos` up to here.
@@ -137,7 +139,7 @@ impl TxnLog {
                         }
                         file.sync_data()?;
                     }
-                    log.file = Some(file);
+                    log.file = Some(Arc::new(file));
                 }
             }
             if scan.last.is_some() {
@@ -218,7 +220,7 @@ impl TxnLog {
             first_zxid: zxid,
             path,
         });
-        self.file = Some(file);
+        self.file = Some(Arc::new(file));
         self.write_pos = SEGMENT_HEADER_BYTES;
         self.allocated = SEGMENT_HEADER_BYTES + PREALLOC_CHUNK_BYTES;
         Ok(())
@@ -273,6 +275,16 @@ impl TxnLog {
             File::open(&self.dir)?.sync_all()?;
         }
         Ok(())
+    }
+
+    /// A job that fdatasyncs the last segment: run after this call, it makes every
+    /// append made before it durable (appends to an earlier segment were synced when
+    /// the log moved on from it). `None` before the first segment exists.
+    pub fn sync_job(&self) -> Option<SyncJob> {
+        let file = Arc::clone(self.file.as_ref()?);
+        Some(Box::new(move || {
+            file.sync_data().map_err(StorageError::from)
+        }))
     }
 
     /// Syncs the last segment (a clean stop after unsynced appends).
@@ -398,13 +410,16 @@ fn read_header(bytes: &[u8], at: usize) -> Option<(u64, u32, i64, i64)> {
     ))
 }
 
+/// The entries of one append: each zxid with where its data lies in the file's bytes.
+type AppendEntries = Vec<(i64, std::ops::Range<usize>)>;
+
 /// Why the append at `at` is damaged, or its entries (checked against `after`, the
 /// highest zxid before it) and its total length.
 fn read_append(
     bytes: &[u8],
     at: usize,
     after: Option<i64>,
-) -> Result<(Vec<(i64, std::ops::Range<usize>)>, usize), String> {
+) -> Result<(AppendEntries, usize), String> {
     let (body_len, count, first, last) =
         read_header(bytes, at).ok_or_else(|| "bad append header (magic or CRC)".to_owned())?;
     let body_start = at + APPEND_HEADER_BYTES;
