@@ -415,7 +415,7 @@ fn damaged_txnlog_record_before_the_tail_is_refused() {
         &mut keel,
         &segment,
         "a damaged txn log record",
-        &["intact append follows"],
+        &["damage before the log's tail"],
     )
     .assert_data_dir_unchanged("a damaged txn log record");
 }

@@ -534,7 +534,7 @@ fn txnlog_damage_before_the_tail_is_refused() {
             }) => {
                 assert_eq!(path, seg);
                 assert!(position.starts_with("byte offset "), "{position}");
-                assert!(what.contains("intact append follows"), "{what}");
+                assert!(what.contains("damage before the log's tail"), "{what}");
             }
             Err(other) => panic!("expected Corrupt, got {other}"),
             Ok(store) => panic!(
@@ -547,6 +547,113 @@ fn txnlog_damage_before_the_tail_is_refused() {
         std::fs::read(&seg).unwrap() == before,
         "a refused log is left as it was"
     );
+}
+
+#[test]
+fn txnlog_damage_to_unsynced_appends_is_a_torn_tail() {
+    let dir = TempDir::new("txnlog-unsynced");
+    {
+        let mut store = open(dir.path());
+        store.append(&[entry(1)], true).unwrap();
+        // Written while a sync may still run (the storage thread does not wait): a
+        // power loss can leave 2 damaged and 3 whole, neither acknowledged.
+        store.append(&[entry(2)], false).unwrap();
+        store.append(&[entry(3)], false).unwrap();
+    }
+    let seg = newest_segment(dir.path());
+    let at = find(&seg, b"txn 0x2 ");
+    patch(&seg, at + 40, |b| b[0] ^= 0x01);
+    let store = open(dir.path());
+    assert_eq!(
+        read_zxids(&store),
+        [1],
+        "no append after the damage records it as synced: a torn tail"
+    );
+}
+
+#[test]
+fn txnlog_zeroed_header_before_synced_appends_is_refused() {
+    let dir = TempDir::new("txnlog-zero-header");
+    {
+        let mut store = open(dir.path());
+        for zxid in 1..=5 {
+            store.append(&[entry(zxid)], true).unwrap();
+        }
+    }
+    // Append 2's header reads as zeros, as the end of the log would; appends 3..5
+    // record 2 as synced.
+    let seg = newest_segment(dir.path());
+    let at = find(&seg, b"txn 0x2 ") - 12 - txnlog::APPEND_HEADER_BYTES;
+    patch(&seg, at, |b| b[..txnlog::APPEND_HEADER_BYTES].fill(0));
+    match RocksStorage::open(dir.path(), dir.path(), true) {
+        Err(StorageError::Corrupt {
+            path,
+            position,
+            what,
+        }) => {
+            assert_eq!(path, seg);
+            assert_eq!(position, format!("byte offset {at}"));
+            assert!(what.contains("damage before the log's tail"), "{what}");
+        }
+        Err(other) => panic!("expected Corrupt, got {other}"),
+        Ok(store) => panic!("open must refuse, it read {:?}", read_zxids(&store)),
+    }
+}
+
+#[test]
+fn txnlog_missing_newest_segment_is_refused() {
+    let dir = TempDir::new("txnlog-newest");
+    let big = |zxid: i64| LogEntry {
+        zxid,
+        data: vec![zxid as u8; 1 << 20],
+    };
+    {
+        let mut store = open(dir.path());
+        store
+            .append(&(1..=40).map(big).collect::<Vec<_>>(), true)
+            .unwrap();
+        store
+            .append(&(41..=80).map(big).collect::<Vec<_>>(), true)
+            .unwrap();
+    }
+    let all = segments(dir.path());
+    assert_eq!(all.len(), 2);
+    let aside = dir.path().join("aside");
+    std::fs::rename(&all[1], &aside).unwrap();
+    for attempt in ["newest segment gone", "every segment gone"] {
+        match RocksStorage::open(dir.path(), dir.path(), true) {
+            Err(StorageError::Corrupt { path, what, .. }) => {
+                assert_eq!(path, all[1], "{attempt}");
+                assert!(what.contains("recorded this txn log segment"), "{what}");
+            }
+            other => panic!("{attempt}: expected Corrupt, got {other:?}"),
+        }
+        let _ = std::fs::remove_file(&all[0]);
+    }
+}
+
+#[test]
+fn txnlog_changed_data_log_dir_after_a_crash_is_refused() {
+    let dir = TempDir::new("txnlog-moved-crash");
+    let (data, log, other) = (
+        dir.path().join("data"),
+        dir.path().join("log"),
+        dir.path().join("other"),
+    );
+    {
+        let mut store = RocksStorage::open(&data, &log, true).unwrap();
+        store.append(&[entry(1)], true).unwrap();
+        // Dropped without close(): like a crash, RocksDB's memtables are not flushed.
+    }
+    match RocksStorage::open(&data, &other, true) {
+        Err(StorageError::Corrupt { path, what, .. }) => {
+            assert_eq!(path, other.join(txnlog::TXNLOG_DIR));
+            assert!(what.contains("dataLogDir"), "{what}");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    let store = RocksStorage::open(&data, &log, true).unwrap();
+    assert_eq!(read_zxids(&store), [1]);
 }
 
 #[test]

@@ -31,7 +31,9 @@ pub fn run(
     purge: Purge,
     stats: StorageStats,
 ) {
-    let mut last_purge = Instant::now();
+    // None: not yet purged in this run, so the first snapshot purges (ZooKeeper runs
+    // its purge task at start-up, then every purgeInterval hours).
+    let mut last_purge: Option<Instant> = None;
     let mut entries: Vec<LogEntry> = Vec::new();
     let syncers = match Syncers::start(SYNC_THREADS, durable.clone(), stats.clone(), fatal) {
         Ok(s) => s,
@@ -77,10 +79,11 @@ pub fn run(
                         stats.record_snapshot(zxid, elapsed_ms, unix_seconds());
                     }
                     let due = purge.interval_hours > 0
-                        && last_purge.elapsed()
-                            >= Duration::from_secs(purge.interval_hours as u64 * 3600);
+                        && last_purge.is_none_or(|t| {
+                            t.elapsed() >= Duration::from_secs(purge.interval_hours as u64 * 3600)
+                        });
                     if r.is_ok() && due {
-                        last_purge = Instant::now();
+                        last_purge = Some(Instant::now());
                         tracing::info!(retain = purge.retain, "purging old snapshots and txns");
                         storage.purge(purge.retain)
                     } else {

@@ -63,6 +63,10 @@ pub const TXNLOG_META_KEY: &str = "txnlog_created";
 /// log deletes whole segment files, so entries at or below it may still be in a kept
 /// file; reads skip them, so the log reads exactly as purged. Reserved.
 pub const TXNLOG_PURGED_KEY: &str = "txnlog_purged_upto";
+/// The meta key holding the first zxid (8 bytes) of the newest txn log segment, written
+/// each time the log starts a segment, so a start that finds the log's newest files
+/// gone (deleted, or a stale copy of the directory) is refused. Reserved.
+pub const TXNLOG_NEWEST_KEY: &str = "txnlog_newest_segment";
 /// The first byte of every log and snapshot record.
 pub const RECORD_VERSION: u8 = 1;
 
@@ -143,6 +147,7 @@ impl RocksStorage {
         let txnlog_dir = log_dir.join(txnlog::TXNLOG_DIR);
         check_txnlog_present(&db, &path, &txnlog_dir)?;
         let txnlog = TxnLog::open(&txnlog_dir, false)?;
+        check_newest_segment(&db, &path, &txnlog)?;
         let mut storage = RocksStorage {
             db,
             path,
@@ -158,6 +163,21 @@ impl RocksStorage {
             let mut batch = WriteBatch::default();
             batch.put_cf(meta, TXNLOG_META_KEY, [1u8]);
             storage.write(batch, true)?;
+            // Into the table files in dataDir now: the WAL may live in dataLogDir, and
+            // a start with another dataLogDir must still find these keys to refuse it.
+            storage
+                .db
+                .flush_cf(meta)
+                .map_err(|e| rocks_error(&storage.path, e))?;
+        }
+        // The newest segment on disk is newer than the one recorded when a crash came
+        // between starting it and recording it: record it, so purge cannot make the
+        // recorded one vanish.
+        if let Some(newest) = storage.txnlog.newest_segment() {
+            let recorded = storage.get_meta(TXNLOG_NEWEST_KEY)?;
+            if recorded.as_deref() != Some(&newest.to_be_bytes()[..]) {
+                storage.record_newest_segment(newest)?;
+            }
         }
         storage.purged_upto = storage.read_purged_upto()?;
         storage.last = storage.read_last_zxid()?;
@@ -192,6 +212,7 @@ impl RocksStorage {
         let txnlog_dir = log_dir.join(txnlog::TXNLOG_DIR);
         check_txnlog_present(&db, &path, &txnlog_dir)?;
         let txnlog = TxnLog::open(&txnlog_dir, true)?;
+        check_newest_segment(&db, &path, &txnlog)?;
         let mut storage = RocksStorage {
             db,
             path,
@@ -265,6 +286,14 @@ impl RocksStorage {
                 self.write(batch, true)
             }
         }
+    }
+
+    /// Records `zxid` as the first zxid of the newest txn log segment, durably.
+    fn record_newest_segment(&self, zxid: i64) -> Result<(), StorageError> {
+        let meta = self.cf(META_CF)?;
+        let mut batch = WriteBatch::default();
+        batch.put_cf(meta, TXNLOG_NEWEST_KEY, zxid.to_be_bytes());
+        self.write(batch, true)
     }
 
     /// The stored [`TXNLOG_PURGED_KEY`], -1 if none.
@@ -395,9 +424,16 @@ impl Storage for RocksStorage {
             check_order(entry.zxid, last)?;
             last = Some(entry.zxid);
         }
-        self.txnlog.append(entries, sync)?;
+        let rolled = self.txnlog.append(entries, sync)?;
         if !entries.is_empty() {
             self.last = last;
+        }
+        if !self.force_sync {
+            // Acknowledged once written (forceSync=no): mark it so in later appends.
+            self.txnlog.assume_durable();
+        }
+        if let Some(zxid) = rolled {
+            self.record_newest_segment(zxid)?;
         }
         Ok(())
     }
@@ -557,6 +593,7 @@ impl Storage for RocksStorage {
         if key == FORMAT_VERSION_KEY
             || key == TXNLOG_META_KEY
             || key == TXNLOG_PURGED_KEY
+            || key == TXNLOG_NEWEST_KEY
             || key.starts_with(SNAPSHOT_MARKER_PREFIX)
         {
             return Err(StorageError::Backend(format!(
@@ -715,6 +752,45 @@ fn check_txnlog_present(db: &DB, path: &Path, txnlog_dir: &Path) -> Result<(), S
             what: format!(
                 "the txn log directory is missing, though the store in {} has one; \
                  if dataLogDir changed, move keel-txnlog (and keel-wal) to the new dataLogDir",
+                path.display()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses a txn log whose newest segment is older than the newest one the store
+/// recorded: the log's newest files are gone (deleted, or an old copy of the directory
+/// was put back), and starting would silently lose their txns.
+fn check_newest_segment(db: &DB, path: &Path, txnlog: &TxnLog) -> Result<(), StorageError> {
+    let meta = db.cf_handle(META_CF).ok_or_else(|| StorageError::Corrupt {
+        path: path.to_path_buf(),
+        position: format!("column family {META_CF:?}"),
+        what: "missing".to_owned(),
+    })?;
+    let Some(value) = db
+        .get_cf(meta, TXNLOG_NEWEST_KEY)
+        .map_err(|e| rocks_error(path, e))?
+    else {
+        return Ok(());
+    };
+    let recorded = <[u8; 8]>::try_from(value.as_slice())
+        .map(i64::from_be_bytes)
+        .map_err(|_| StorageError::Corrupt {
+            path: path.to_path_buf(),
+            position: format!("meta key {TXNLOG_NEWEST_KEY:?}"),
+            what: format!("{} bytes, expected 8", value.len()),
+        })?;
+    if txnlog
+        .newest_segment()
+        .is_none_or(|newest| newest < recorded)
+    {
+        return Err(StorageError::Corrupt {
+            path: txnlog.dir().join(format!("log.{:016x}", recorded as u64)),
+            position: "file".to_owned(),
+            what: format!(
+                "missing: the store in {} recorded this txn log segment as the newest; \
+                 its txns would be lost",
                 path.display()
             ),
         });

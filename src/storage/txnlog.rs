@@ -12,24 +12,28 @@
 //!   [`SEGMENT_TARGET_BYTES`] each (one append never spans two files). A segment starts
 //!   with [`SEGMENT_MAGIC`] and its first zxid (16 bytes), then appends back to back,
 //!   then zeros.
-//! - An append (one [`TxnLog::append`] call, one sync) is a 40-byte header — magic
-//!   [`APPEND_MAGIC`], CRC-32 of the other 36 header bytes, body length (u64), CRC-32
-//!   of the body, entry count (u32), first and last zxid — and a body of entries, each
-//!   zxid (8), data length (4), data.
+//! - An append (one [`TxnLog::append`] call) is a 48-byte header — magic
+//!   [`APPEND_MAGIC`], CRC-32 of the other 44 header bytes, body length (u64), CRC-32
+//!   of the body, entry count (u32), first and last zxid, and the *durable mark*: the
+//!   highest zxid known synced when the append was written — and a body of entries,
+//!   each zxid (8), data length (4), data.
 //!
-//! Reading: a header of zeros ends a segment. A damaged append (bad CRC, impossible
-//! length, zxids out of order) in the last segment is a torn tail — a crash in
-//! mid-write, never acknowledged, dropped like ZooKeeper drops a torn log tail — only
-//! if no intact append with higher zxids follows it anywhere in the file: appends are
-//! written one at a time, each synced before the next is written, so one that follows
-//! proves the damaged one was synced and acknowledged. Then the open refuses with
-//! [`StorageError::Corrupt`] naming file and offset, as it does for damage in any
-//! earlier segment. Nothing is rewritten, except that a read-write open zeroes a torn
-//! tail before appending over it.
+//! Reading: the end of the log is where zeros begin. Damage there — a damaged append
+//! (bad CRC, impossible length, zxids out of order), or an append header of zeros with
+//! bytes after it — is a torn tail (a crash in mid-write; dropped, as ZooKeeper drops a
+//! torn log tail) unless the damaged place held synced txns: that is shown by an intact
+//! append after it whose durable mark is above the last intact zxid before the damage
+//! (only the damaged place can have held such a txn). Syncs overlap with later writes
+//! (see `net::syncer`), so an intact later append alone proves nothing; its durable
+//! mark does. Synced and damaged, or damage in any segment but the last (the log syncs
+//! a segment before starting the next), makes the open refuse with
+//! [`StorageError::Corrupt`] naming file and offset. Nothing is rewritten, except that
+//! a read-write open zeroes a torn tail before appending over it.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use super::{LogEntry, StorageError, SyncJob};
@@ -49,7 +53,7 @@ pub const PREALLOC_CHUNK_BYTES: u64 = 4 << 20;
 /// The first 4 bytes of every append ("KTXB").
 pub const APPEND_MAGIC: u32 = 0x4b54_5842;
 /// Bytes of an append's header.
-pub const APPEND_HEADER_BYTES: usize = 40;
+pub const APPEND_HEADER_BYTES: usize = 48;
 /// Bytes before each entry's data: zxid, data length.
 const ENTRY_HEADER_BYTES: usize = 12;
 
@@ -76,6 +80,9 @@ pub struct TxnLog {
     allocated: u64,
     /// The highest stored zxid.
     last: Option<i64>,
+    /// The highest zxid known durable (synced), shared with the [`SyncJob`]s that raise
+    /// it; written into each append header as its durable mark. -1: none.
+    synced: Arc<AtomicI64>,
     read_only: bool,
 }
 
@@ -106,6 +113,7 @@ impl TxnLog {
             write_pos: 0,
             allocated: 0,
             last: None,
+            synced: Arc::new(AtomicI64::new(-1)),
             read_only,
         };
         // The newest segment with an entry gives `last`; an empty newest segment (a
@@ -137,8 +145,10 @@ impl TxnLog {
                             log.write_pos = SEGMENT_HEADER_BYTES;
                             log.allocated = log.allocated.max(SEGMENT_HEADER_BYTES);
                         }
-                        file.sync_data()?;
                     }
+                    // What a previous run wrote may still be only in the page cache
+                    // (a kill, not a power loss): make it durable before relying on it.
+                    file.sync_data()?;
                     log.file = Some(Arc::new(file));
                 }
             }
@@ -147,7 +157,24 @@ impl TxnLog {
                 break;
             }
         }
+        if !read_only {
+            log.synced.store(log.last.unwrap_or(-1), Ordering::SeqCst);
+        }
         Ok(log)
+    }
+
+    /// The first zxid of the newest segment, if any (the name a later open must find).
+    pub fn newest_segment(&self) -> Option<i64> {
+        self.segments.last().map(|s| s.first_zxid)
+    }
+
+    /// Declares everything written so far durable without a sync: with ZooKeeper's
+    /// `forceSync=no` a write is acknowledged once written, so later appends must mark
+    /// it as such (damage to it is then refused, not dropped as a torn tail).
+    pub fn assume_durable(&self) {
+        if let Some(last) = self.last {
+            self.synced.fetch_max(last, Ordering::SeqCst);
+        }
     }
 
     /// The highest stored zxid.
@@ -164,8 +191,16 @@ impl TxnLog {
     /// caller checks) as one append, and with `sync` makes it durable with one
     /// fdatasync. An empty call with `sync` syncs what was written before.
     ///
-    /// Errors: I/O errors, or a write on a read-only log ([`StorageError::Backend`]).
-    pub fn append(&mut self, entries: &[LogEntry], sync: bool) -> Result<(), StorageError> {
+    /// Returns the first zxid of a segment this append started, if it started one.
+    ///
+    /// Errors: I/O errors; a write on a read-only log ([`StorageError::Backend`]);
+    /// [`StorageError::Corrupt`] if the newest segment's name is above the first zxid
+    /// (a file this log did not write).
+    pub fn append(
+        &mut self,
+        entries: &[LogEntry],
+        sync: bool,
+    ) -> Result<Option<i64>, StorageError> {
         if self.read_only {
             return Err(StorageError::Backend("txn log opened read-only".to_owned()));
         }
@@ -174,15 +209,30 @@ impl TxnLog {
                 if let Some(file) = &self.file {
                     file.sync_data()?;
                 }
+                self.assume_durable();
             }
-            return Ok(());
+            return Ok(None);
         }
-        let buf = encode_append(entries);
+        let buf = encode_append(entries, self.synced.load(Ordering::SeqCst));
         let len = buf.len() as u64;
         let full =
             self.write_pos > SEGMENT_HEADER_BYTES && self.write_pos + len > SEGMENT_TARGET_BYTES;
+        let mut rolled = None;
         if self.file.is_none() || full {
             self.roll(entries[0].zxid)?;
+            rolled = Some(entries[0].zxid);
+        } else if let Some(seg) = self.segments.last() {
+            if seg.first_zxid > entries[0].zxid {
+                return Err(StorageError::Corrupt {
+                    path: seg.path.clone(),
+                    position: "file name".to_owned(),
+                    what: format!(
+                        "segment named for zxid 0x{:x} cannot hold zxid 0x{:x}: not written \
+                         by this log",
+                        seg.first_zxid, entries[0].zxid
+                    ),
+                });
+            }
         }
         let file = self.file.as_ref().expect("a segment is open after roll");
         if self.write_pos + len > self.allocated {
@@ -192,12 +242,13 @@ impl TxnLog {
             self.allocated += grow;
         }
         file.write_all_at(&buf, self.write_pos)?;
-        if sync {
-            file.sync_data()?;
-        }
         self.write_pos += len;
         self.last = entries.last().map(|e| e.zxid);
-        Ok(())
+        if sync {
+            file.sync_data()?;
+            self.assume_durable();
+        }
+        Ok(rolled)
     }
 
     /// Starts a new segment whose first zxid is `zxid`: writes its header and the first
@@ -282,8 +333,11 @@ impl TxnLog {
     /// the log moved on from it). `None` before the first segment exists.
     pub fn sync_job(&self) -> Option<SyncJob> {
         let file = Arc::clone(self.file.as_ref()?);
+        let (synced, upto) = (Arc::clone(&self.synced), self.last?);
         Some(Box::new(move || {
-            file.sync_data().map_err(StorageError::from)
+            file.sync_data()?;
+            synced.fetch_max(upto, Ordering::SeqCst);
+            Ok(())
         }))
     }
 
@@ -354,7 +408,7 @@ fn zero_fill(file: &File, offset: u64, len: u64) -> Result<(), StorageError> {
 }
 
 /// The bytes of one append holding `entries`.
-fn encode_append(entries: &[LogEntry]) -> Vec<u8> {
+fn encode_append(entries: &[LogEntry], durable_mark: i64) -> Vec<u8> {
     let body_len: usize = entries
         .iter()
         .map(|e| ENTRY_HEADER_BYTES + e.data.len())
@@ -375,6 +429,7 @@ fn encode_append(entries: &[LogEntry]) -> Vec<u8> {
     buf[20..24].copy_from_slice(&(entries.len() as u32).to_be_bytes());
     buf[24..32].copy_from_slice(&first.to_be_bytes());
     buf[32..40].copy_from_slice(&last.to_be_bytes());
+    buf[40..48].copy_from_slice(&durable_mark.to_be_bytes());
     let header_crc = header_crc(&buf[..APPEND_HEADER_BYTES]);
     buf[4..8].copy_from_slice(&header_crc.to_be_bytes());
     buf
@@ -396,18 +451,29 @@ fn be_u64(b: &[u8]) -> u64 {
     u64::from_be_bytes(b[..8].try_into().expect("8 bytes"))
 }
 
-/// A valid append header at `at`: (body length, count, first zxid, last zxid).
-fn read_header(bytes: &[u8], at: usize) -> Option<(u64, u32, i64, i64)> {
+/// An append header's fields.
+struct Header {
+    body_len: u64,
+    count: u32,
+    first: i64,
+    last: i64,
+    /// The highest zxid known synced when the append was written.
+    durable_mark: i64,
+}
+
+/// A valid append header at `at`.
+fn read_header(bytes: &[u8], at: usize) -> Option<Header> {
     let h = bytes.get(at..at + APPEND_HEADER_BYTES)?;
     if be_u32(h) != APPEND_MAGIC || be_u32(&h[4..]) != header_crc(h) {
         return None;
     }
-    Some((
-        be_u64(&h[8..]),
-        be_u32(&h[20..]),
-        be_u64(&h[24..]) as i64,
-        be_u64(&h[32..]) as i64,
-    ))
+    Some(Header {
+        body_len: be_u64(&h[8..]),
+        count: be_u32(&h[20..]),
+        first: be_u64(&h[24..]) as i64,
+        last: be_u64(&h[32..]) as i64,
+        durable_mark: be_u64(&h[40..]) as i64,
+    })
 }
 
 /// The entries of one append: each zxid with where its data lies in the file's bytes.
@@ -420,8 +486,13 @@ fn read_append(
     at: usize,
     after: Option<i64>,
 ) -> Result<(AppendEntries, usize), String> {
-    let (body_len, count, first, last) =
-        read_header(bytes, at).ok_or_else(|| "bad append header (magic or CRC)".to_owned())?;
+    let Header {
+        body_len,
+        count,
+        first,
+        last,
+        ..
+    } = read_header(bytes, at).ok_or_else(|| "bad append header (magic or CRC)".to_owned())?;
     let body_start = at + APPEND_HEADER_BYTES;
     let body_end = usize::try_from(body_len)
         .ok()
@@ -500,12 +571,16 @@ fn scan_segment(
         let rest = &bytes[at..];
         let header = &rest[..rest.len().min(APPEND_HEADER_BYTES)];
         if header.iter().all(|&b| b == 0) {
-            // Zeros: the end of what was written (or of the file).
-            return Ok(Scan {
-                end: at as u64,
-                last,
-                torn: None,
-            });
+            // Zeros: the end of what was written (or of the file) — unless bytes follow.
+            if rest.iter().all(|&b| b == 0) {
+                return Ok(Scan {
+                    end: at as u64,
+                    last,
+                    torn: None,
+                });
+            }
+            let what = "append header of zeros with data after it".to_owned();
+            return damaged(bytes, at, last, is_last, what, &corrupt);
         }
         match read_append(bytes, at, last.or(Some(seg.first_zxid.saturating_sub(1)))) {
             Ok((entries, len)) => {
@@ -518,38 +593,53 @@ fn scan_segment(
                 }
                 at += len;
             }
-            Err(what) => {
-                if !is_last {
-                    return Err(corrupt(at, what));
-                }
-                if let Some(later) = intact_append_after(bytes, at, last) {
-                    return Err(corrupt(
-                        at,
-                        format!(
-                            "{what}, and an intact append follows at byte offset {later}: \
-                             damage before the log's tail"
-                        ),
-                    ));
-                }
-                return Ok(Scan {
-                    end: at as u64,
-                    last,
-                    torn: Some(what),
-                });
-            }
+            Err(what) => return damaged(bytes, at, last, is_last, what, &corrupt),
         }
     }
 }
 
-/// The offset of an intact append with zxids above `last` somewhere after `at`.
-fn intact_append_after(bytes: &[u8], at: usize, last: Option<i64>) -> Option<usize> {
+/// The verdict on damage at `at` (the last intact zxid before it is `last`): a torn
+/// tail, or [`StorageError::Corrupt`] if the segment is not the last or an intact
+/// append after it shows the damaged place held synced txns (module comment).
+fn damaged(
+    bytes: &[u8],
+    at: usize,
+    last: Option<i64>,
+    is_last: bool,
+    what: String,
+    corrupt: &dyn Fn(usize, String) -> StorageError,
+) -> Result<Scan, StorageError> {
+    if !is_last {
+        return Err(corrupt(at, what));
+    }
+    if let Some((later, mark)) = synced_beyond(bytes, at, last) {
+        return Err(corrupt(
+            at,
+            format!(
+                "{what}; the intact append at byte offset {later} records zxid 0x{mark:x} as \
+                 synced, so the damaged place held acknowledged txns: damage before the \
+                 log's tail"
+            ),
+        ));
+    }
+    Ok(Scan {
+        end: at as u64,
+        last,
+        torn: Some(what),
+    })
+}
+
+/// An intact append after `at` whose durable mark is above `last` (so some txn above
+/// `last`, which only the damaged place can have held, was synced): its offset and mark.
+fn synced_beyond(bytes: &[u8], at: usize, last: Option<i64>) -> Option<(usize, i64)> {
     let magic = APPEND_MAGIC.to_be_bytes();
+    let last = last.unwrap_or(-1);
     let mut from = at + 1;
     while from + APPEND_HEADER_BYTES <= bytes.len() {
         let found = bytes[from..].windows(4).position(|w| w == magic)? + from;
-        if let Ok((entries, _)) = read_append(bytes, found, last) {
-            if !entries.is_empty() {
-                return Some(found);
+        if let Some(h) = read_header(bytes, found) {
+            if h.durable_mark > last && read_append(bytes, found, None).is_ok() {
+                return Some((found, h.durable_mark));
             }
         }
         from = found + 1;
