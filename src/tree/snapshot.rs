@@ -133,7 +133,9 @@ mod tests {
         assert_eq!(back.node_count(), t.node_count());
         for p in ["/", "/a", "/a/b", "/a-c", "/zookeeper", "/zookeeper/config"] {
             assert_eq!(back.get(p).unwrap().stat(), t.get(p).unwrap().stat(), "{p}");
-            assert_eq!(back.get(p).unwrap(), t.get(p).unwrap(), "{p}");
+            let (b, o) = (back.get(p).unwrap(), t.get(p).unwrap());
+            assert_eq!((b.meta(), b.data()), (o.meta(), o.data()), "{p}");
+            assert_eq!(back.acl(b), t.acl(o), "{p}");
         }
         assert_eq!(back.ephemerals(77).collect::<Vec<_>>(), vec!["/a/b"]);
         assert!(back.containers().contains("/a-c"));

@@ -115,8 +115,9 @@ const NULL_DATA: u32 = u32::MAX;
 /// A znode: `[header | data | path]` in one boxed slice. Ordered, compared and looked up
 /// (`Borrow<[u8]>`) by its path bytes, which is what lets the tree be a set of znodes.
 /// The path never changes after construction; data changes build a new znode
-/// ([`Znode::with_data`]).
-#[derive(Clone, PartialEq, Eq)]
+/// ([`Znode::with_data`]). Equality is path equality too, as `Borrow` requires; compare
+/// [`Znode::meta`], [`Znode::data`] and the ACL for content.
+#[derive(Clone)]
 pub struct Znode(Box<[u8]>);
 
 impl Znode {
@@ -352,6 +353,14 @@ impl Borrow<[u8]> for Znode {
         self.path_bytes()
     }
 }
+
+impl PartialEq for Znode {
+    fn eq(&self, other: &Self) -> bool {
+        self.path_bytes() == other.path_bytes()
+    }
+}
+
+impl Eq for Znode {}
 
 impl Ord for Znode {
     fn cmp(&self, other: &Self) -> Ordering {
