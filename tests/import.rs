@@ -722,15 +722,12 @@ fn whole_import_reads_back_in_keel() {
     let a = server.tree.get("/a").unwrap();
     let st = a.stat();
     assert_eq!((st.czxid, st.mzxid, st.ctime, st.mtime), (1, 2, 100, 200));
-    assert_eq!((a.child_creates, st.num_children, st.pzxid), (4, 3, 6));
+    assert_eq!((a.child_creates(), st.num_children, st.pzxid), (4, 3, 6));
     let s3 = server.tree.get("/a/s0000000003").unwrap().stat();
     assert_eq!((s3.czxid, s3.ctime), (6, 1006));
     assert_eq!(server.tree.get("/c").unwrap().stat().aversion, 3);
-    assert_eq!(server.tree.get("/c").unwrap().acl[0].perms, 1);
-    assert_eq!(
-        server.tree.get("/a/b").unwrap().data.as_deref(),
-        Some(&b"multi"[..])
-    );
+    assert_eq!(server.tree.acl(server.tree.get("/c").unwrap())[0].perms, 1);
+    assert_eq!(server.tree.get("/a/b").unwrap().data(), Some(&b"multi"[..]));
     assert_eq!(
         server.tree.get("/e79").unwrap().stat().ephemeral_owner,
         0x79

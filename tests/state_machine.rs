@@ -549,7 +549,7 @@ fn multi_is_atomic_with_zookeeper_error_codes() {
         }
     ));
     assert_eq!(
-        h.server.tree.get("/m/x").unwrap().czxid,
+        h.server.tree.get("/m/x").unwrap().czxid(),
         3,
         "one zxid for the whole multi"
     );

@@ -22,6 +22,7 @@
 //! overwritten. The ZooKeeper files are only read.
 
 pub mod input;
+pub mod node;
 pub mod passwd;
 pub mod replay;
 pub mod snapshot;

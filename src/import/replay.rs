@@ -24,12 +24,13 @@
 //! ZooKeeper keeps it, so the digests ZooKeeper 3.6+ wrote into its snapshot and log
 //! can be compared with ours: a match means this tree is ZooKeeper's, znode for znode.
 
+use super::node::ZkNode;
 use super::snapshot::{SnapshotDigest, ZkSnapshot};
 use super::txnlog::{Txn, TxnRecord};
 use crate::proto::opcode as op;
 use crate::proto::ErrorCode;
 use crate::tree::quota::{StatsTrack, LIMIT_NODE, QUOTA_ROOT, STAT_NODE};
-use crate::tree::{path, Owner, Znode};
+use crate::tree::{path, Owner};
 use bytes::Bytes;
 use jute::Acl;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -68,7 +69,7 @@ pub struct ReplayStats {
 pub struct ZkTree {
     /// Every znode by path ("/" is the root); `child_creates` is ZooKeeper's stored
     /// cversion. May hold unreachable znodes (see the module documentation).
-    nodes: BTreeMap<String, Znode>,
+    nodes: BTreeMap<String, ZkNode>,
     /// Ephemeral paths by owning session (DataTree.ephemerals: no containers or TTLs).
     ephemerals: HashMap<i64, BTreeSet<String>>,
     /// Paths that have a quota (DataTree.pTrie).
@@ -91,7 +92,7 @@ pub struct ZkTree {
 #[derive(Debug)]
 pub struct Replayed {
     /// Every reachable znode, in path order, children linked.
-    pub nodes: BTreeMap<String, Znode>,
+    pub nodes: BTreeMap<String, ZkNode>,
     /// Session id -> timeout ms.
     pub sessions: BTreeMap<i64, i32>,
     pub last_zxid: i64,
@@ -105,7 +106,7 @@ pub struct Replayed {
 /// ZooKeeper's digest of one znode (DigestCalculator.calculateDigest): CRC-32 over the
 /// path ("" for the root), the data, and czxid, mzxid, pzxid, ctime, mtime, version,
 /// cversion, aversion, ephemeralOwner big-endian; 0 for znodes under `/zookeeper/`.
-pub fn node_digest(path: &str, n: &Znode) -> i64 {
+pub fn node_digest(path: &str, n: &ZkNode) -> i64 {
     if path.starts_with("/zookeeper/") {
         return 0;
     }
@@ -322,7 +323,7 @@ impl ZkTree {
     }
 
     /// Changes a znode in place, keeping the digest (NodeHashMap preChange/postChange).
-    fn modify(&mut self, p: &str, f: impl FnOnce(&mut Znode)) -> Result<(), ErrorCode> {
+    fn modify(&mut self, p: &str, f: impl FnOnce(&mut ZkNode)) -> Result<(), ErrorCode> {
         let n = self.nodes.get_mut(p).ok_or(ErrorCode::NoNode)?;
         let before = node_digest(p, n);
         f(n);
@@ -332,7 +333,7 @@ impl ZkTree {
     }
 
     /// Removes a znode from the table and the indexes.
-    fn remove(&mut self, p: &str) -> Option<Znode> {
+    fn remove(&mut self, p: &str) -> Option<ZkNode> {
         let n = self.nodes.remove(p)?;
         self.digest = self.digest.wrapping_sub(node_digest(p, &n));
         if let Some(s) = session_owner(n.ephemeral_owner) {
@@ -381,7 +382,7 @@ impl ZkTree {
             pn.children.insert(name.into());
         })?;
         let bytes = data.as_ref().map_or(0, Bytes::len) as i64;
-        let node = Znode::new(data, acl, owner, zxid, time_ms);
+        let node = ZkNode::new(data, acl, owner, zxid, time_ms);
         self.digest = self.digest.wrapping_add(node_digest(p, &node));
         if let Some(s) = session_owner(owner) {
             self.ephemerals.entry(s).or_default().insert(p.to_string());
@@ -600,7 +601,7 @@ impl ZkTree {
                         id: "anyone".into(),
                     },
                 }]);
-                let mut config = Znode::new(Some(Bytes::new()), read, 0, 0, 0);
+                let mut config = ZkNode::new(Some(Bytes::new()), read, 0, 0, 0);
                 config.aversion = -1;
                 self.nodes.insert("/zookeeper/config".into(), config);
             }

@@ -18,10 +18,10 @@
 //! The snapshot is fuzzy: written while txns kept applying, so it may already reflect
 //! some txns after the zxid in its name; replay from that zxid + 1 converges.
 //! The cversion stored here counts child creations (clients see creates + deletes),
-//! which is what keel keeps as `Znode::child_creates`.
+//! which is what keel keeps as `ZnodeMeta::child_creates`.
 
 use super::input::{adler32, Input, Malformed};
-use crate::tree::Znode;
+use super::node::ZkNode;
 use bytes::Bytes;
 use jute::Acl;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -56,7 +56,7 @@ pub struct ZkSnapshot {
     pub sessions: Vec<(i64, i32)>,
     /// Every znode by path ("/" for the root), children linked. `child_creates` holds
     /// ZooKeeper's stored cversion.
-    pub nodes: BTreeMap<String, Znode>,
+    pub nodes: BTreeMap<String, ZkNode>,
     /// Distinct ACL lists, shared by the znodes that use them.
     pub acls: HashMap<Vec<Acl>, Arc<Vec<Acl>>>,
     pub digest: Option<SnapshotDigest>,
@@ -155,7 +155,7 @@ fn parse_checked(
         .or_insert_with_key(|k| Arc::new(k.clone()))
         .clone();
 
-    let mut nodes: BTreeMap<String, Znode> = BTreeMap::new();
+    let mut nodes: BTreeMap<String, ZkNode> = BTreeMap::new();
     loop {
         let at = r.offset();
         let raw = r.path("znode path")?;
@@ -185,7 +185,7 @@ fn parse_checked(
                 )
             })?
         };
-        let node = Znode {
+        let node = ZkNode {
             data,
             acl,
             czxid: r.long("czxid")?,

@@ -120,7 +120,7 @@ pub fn write_store(
     }
     let mut tree = DataTree::empty();
     for (path, node) in state.nodes {
-        tree.insert_loaded(path, node);
+        tree.insert_loaded(&path, node.data.as_deref(), &node.acl, &node.meta());
     }
 
     let mut created = Created(Vec::new());
@@ -166,7 +166,7 @@ fn write(
             Some(c) => {
                 written_nodes += tree
                     .nodes_after(cursor.as_deref())
-                    .take_while(|(p, _)| **p <= c)
+                    .take_while(|(p, _)| *p <= c.as_str())
                     .count();
                 if index.is_multiple_of(64) {
                     report(&format!("  ... {written_nodes} znodes written"));
@@ -226,10 +226,9 @@ fn verify(
             .get(path)
             .ok_or_else(|| differ(format!("znode {path} missing")))?;
         if got.stat() != want.stat()
-            || got.data != want.data
-            || got.acl != want.acl
-            || got.ephemeral_owner != want.ephemeral_owner
-            || got.child_creates != want.child_creates
+            || got.data() != want.data()
+            || server.tree.acl(got) != tree.acl(want)
+            || got.meta() != want.meta()
         {
             return Err(differ(format!("znode {path} differs")));
         }

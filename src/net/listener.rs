@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
 /// Capacity of the channel into the core task; a full channel makes connections wait
@@ -32,6 +32,11 @@ const CORE_QUEUE: usize = 8192;
 const CONN_QUEUE: usize = 65536;
 /// Storage operations queued for the storage thread; a full queue makes the core wait.
 const STORAGE_QUEUE: usize = 65536;
+/// Snapshot chunks (about 1 MiB each) handed to the storage thread and not yet written.
+/// Without this bound the core serialises a whole snapshot (hundreds of MB for a
+/// million znodes) into the storage queue faster than RocksDB takes it, and that peak
+/// stays in the process's RSS as freed-but-retained heap long after it is written.
+const SNAPSHOT_CHUNKS_IN_FLIGHT: usize = 2;
 /// How often the core checks session expiry and container reaping, ms.
 const TICK_MS: u64 = 100;
 /// How long a client on the secure port may take to finish the TLS handshake, ms
@@ -170,9 +175,20 @@ pub async fn run(
         interval_hours: config.autopurge_purge_interval_hours,
     };
     let storage_stats = server.stats.metrics.storage.clone();
+    let chunk_slots = Arc::new(Semaphore::new(SNAPSHOT_CHUNKS_IN_FLIGHT));
+    let written_slots = chunk_slots.clone();
     let storage_thread = std::thread::Builder::new()
         .name("keel-storage".into())
-        .spawn(move || persist::run(storage, storage_rx, durable_tx, purge, storage_stats))?;
+        .spawn(move || {
+            persist::run(
+                storage,
+                storage_rx,
+                durable_tx,
+                purge,
+                storage_stats,
+                &written_slots,
+            )
+        })?;
     let (core_tx, core_rx) = mpsc::channel(CORE_QUEUE);
     // The admin surface (AdminServer, metrics) reads the core through this handle.
     let core_handle = CoreHandle {
@@ -183,6 +199,7 @@ pub async fn run(
         core_rx,
         durable_rx,
         storage_tx,
+        chunk_slots,
         config.clone(),
     ));
     admin.serve(core_handle);
@@ -404,12 +421,14 @@ fn recover(config: &Config) -> std::io::Result<(Server, Box<dyn Storage>)> {
 }
 
 /// The core task: owns the state machine, applies inputs in arrival order, routes output
-/// to connections and storage.
+/// to connections and storage. A snapshot chunk is serialised only with a permit from
+/// `chunk_slots`, which the storage thread returns once the chunk is written.
 async fn core(
     server: Server,
     mut rx: mpsc::Receiver<CoreMsg>,
     mut durable: watch::Receiver<i64>,
     storage: mpsc::Sender<StorageOp>,
+    chunk_slots: Arc<Semaphore>,
     config: Arc<Config>,
 ) {
     // The state machine is never dropped: the process exits right after this task
@@ -442,12 +461,21 @@ async fn core(
                 server.handle(now_ms(), Input::Durable { zxid });
             }
             _ = tick.tick() => server.handle(now_ms(), Input::Tick),
-            // While a snapshot is being written, idle moments go to it.
-            _ = std::future::ready(()), if snapshotting => {}
+            // While a snapshot is being written, idle moments go to it, as fast as the
+            // storage thread writes its chunks.
+            slot = chunk_slots.acquire(), if snapshotting => {
+                if let Ok(slot) = slot {
+                    slot.forget();
+                    server.snapshot_step();
+                }
+            }
         }
         // One snapshot step per turn, so a busy server still finishes its snapshot.
         if server.snapshot_in_progress() {
-            server.snapshot_step();
+            if let Ok(slot) = chunk_slots.try_acquire() {
+                slot.forget();
+                server.snapshot_step();
+            }
         }
         for op in server.drain_storage() {
             if storage.send(op).await.is_err() {

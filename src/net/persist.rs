@@ -11,7 +11,7 @@ use crate::server::stats::StorageStats;
 use crate::server::StorageOp;
 use crate::storage::{LogEntry, Storage};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Semaphore};
 
 /// Autopurge settings (ZooKeeper's autopurge.snapRetainCount / purgeInterval).
 #[derive(Debug, Clone, Copy)]
@@ -21,7 +21,9 @@ pub struct Purge {
     pub interval_hours: u32,
 }
 
-/// Runs until `rx` closes, recording sync and snapshot times in `stats`. A storage error
+/// Runs until `rx` closes, recording sync and snapshot times in `stats`, and returning a
+/// permit to `chunk_slots` for each snapshot chunk after the header once it is written
+/// (the core takes one per chunk it serialises). A storage error
 /// is fatal: the process exits, because an unacknowledged write may or may not be on
 /// disk and serving on would be a guess.
 pub fn run(
@@ -30,6 +32,7 @@ pub fn run(
     durable: watch::Sender<i64>,
     purge: Purge,
     stats: StorageStats,
+    chunk_slots: &Semaphore,
 ) {
     // None: not yet purged in this run, so the first snapshot purges (ZooKeeper runs
     // its purge task at start-up, then every purgeInterval hours).
@@ -67,7 +70,13 @@ pub fn run(
                     if index == 0 {
                         snapshot_started = Some((zxid, Instant::now()));
                     }
-                    storage.put_snapshot_chunk(zxid, index, &data)
+                    let r = storage.put_snapshot_chunk(zxid, index, &data);
+                    // Chunk 0, the header, is queued when the snapshot starts, without
+                    // a permit; every later chunk took one.
+                    if index > 0 {
+                        chunk_slots.add_permits(1);
+                    }
+                    r
                 }
                 StorageOp::SnapshotDone { zxid, chunks } => {
                     let r = storage.finish_snapshot(zxid, chunks);

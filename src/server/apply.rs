@@ -81,8 +81,8 @@ impl Server {
                 .tree
                 .create(
                     path,
-                    data.clone(),
-                    Arc::new(acl.clone()),
+                    data.as_deref(),
+                    &Arc::new(acl.clone()),
                     *owner,
                     *parent_creates,
                     zxid,
@@ -106,7 +106,7 @@ impl Server {
                 version,
             } => self
                 .tree
-                .set_data(path, data.clone(), *version, zxid, time_ms)
+                .set_data(path, data.as_deref(), *version, zxid, time_ms)
                 .map(|stat| {
                     self.fire(
                         Table::Data,
@@ -122,7 +122,7 @@ impl Server {
                 aversion,
             } => self
                 .tree
-                .set_acl(path, Arc::new(acl.clone()), *aversion)
+                .set_acl(path, &Arc::new(acl.clone()), *aversion)
                 .map(OpResult::SetAcl),
             TxnOp::Check { .. } => Ok(OpResult::Check),
             TxnOp::Error(code) => Ok(OpResult::Error(*code)),
@@ -155,8 +155,8 @@ impl Server {
                 let acl = Arc::new(acl.clone());
                 let r = self.tree.create_or_replace(
                     path,
-                    data.clone(),
-                    acl,
+                    data.as_deref(),
+                    &acl,
                     *owner,
                     *parent_creates,
                     zxid,
@@ -174,14 +174,14 @@ impl Server {
             } => {
                 let _ = self
                     .tree
-                    .set_data(path, data.clone(), *version, zxid, time_ms);
+                    .set_data(path, data.as_deref(), *version, zxid, time_ms);
             }
             TxnOp::SetAcl {
                 path,
                 acl,
                 aversion,
             } => {
-                let _ = self.tree.set_acl(path, Arc::new(acl.clone()), *aversion);
+                let _ = self.tree.set_acl(path, &Arc::new(acl.clone()), *aversion);
             }
             TxnOp::Multi(ops) => {
                 for op in ops {

@@ -754,7 +754,7 @@ impl Server {
         let mut candidates = Vec::new();
         for p in self.tree.containers() {
             if let Some(n) = self.tree.get(p) {
-                if n.children.is_empty() && n.child_creates > 0 {
+                if n.num_children() == 0 && n.child_creates() > 0 {
                     candidates.push(p.clone());
                 }
             }
@@ -762,7 +762,7 @@ impl Server {
         for p in self.tree.ttls() {
             if let Some(n) = self.tree.get(p) {
                 if let crate::tree::Owner::Ttl(ttl) = n.owner() {
-                    if n.children.is_empty() && ttl != 0 && self.now_ms - n.mtime > ttl {
+                    if n.num_children() == 0 && ttl != 0 && self.now_ms - n.mtime() > ttl {
                         candidates.push(p.clone());
                     }
                 }

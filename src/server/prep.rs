@@ -106,12 +106,12 @@ impl<'a> Prep<'a> {
             return v.clone();
         }
         self.tree.get(p).map(|n| NodeView {
-            version: n.version,
-            aversion: n.aversion,
-            child_creates: n.child_creates,
-            num_children: n.children.len() as i32,
-            owner: n.ephemeral_owner,
-            acl: n.acl.clone(),
+            version: n.version(),
+            aversion: n.aversion(),
+            child_creates: n.child_creates(),
+            num_children: n.num_children(),
+            owner: n.ephemeral_owner(),
+            acl: self.tree.acl(n).clone(),
             data_len: n.data_len() as i64,
         })
     }

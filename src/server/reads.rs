@@ -11,31 +11,32 @@ use crate::watch::{ConnId, Table, PERSISTENT, RECURSIVE, STANDARD};
 use jute::codec::Encoder;
 use jute::{
     Acl, ClientInfo, ErrorResponse, GetAclResponse, GetAllChildrenNumberResponse,
-    GetChildren2Response, GetChildrenResponse, GetDataResponse, GetEphemeralsResponse, Id,
-    MultiHeader, Record, ReplyHeader, SetWatches2, StatResponse, WhoAmIResponse,
+    GetChildren2Response, GetChildrenResponse, GetEphemeralsResponse, Id, MultiHeader, Record,
+    ReplyHeader, SetWatches2, StatResponse, WhoAmIResponse,
 };
 
 impl Server {
     fn read_check(&self, p: &str, perm: i32, ids: &[Id]) -> Result<&crate::tree::Znode, ErrorCode> {
         let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
-        acl::check(&node.acl, perm, ids)?;
+        acl::check(self.tree.acl(node), perm, ids)?;
         Ok(node)
     }
 
     fn children_of(&self, p: &str, ids: &[Id]) -> Result<(Vec<String>, jute::Stat), ErrorCode> {
         let node = self.read_check(p, perm::READ, ids)?;
         Ok((
-            node.children.iter().map(|c| c.to_string()).collect(),
+            self.tree.children(p).map(str::to_string).collect(),
             node.stat(),
         ))
     }
 
-    fn data_of(&self, p: &str, ids: &[Id]) -> Result<GetDataResponse, ErrorCode> {
-        let node = self.read_check(p, perm::READ, ids)?;
-        Ok(GetDataResponse {
-            data: node.data.clone(),
-            stat: node.stat(),
-        })
+    /// A GetDataResponse body encoded straight from the znode (its data and Stat).
+    fn encode_data(node: &crate::tree::Znode, b: &mut bytes::BytesMut) {
+        match node.data() {
+            Some(data) => b.buffer(data),
+            None => b.int(-1),
+        }
+        node.stat().encode(b);
     }
 
     /// Answers a read or session-local request.
@@ -96,13 +97,7 @@ impl Server {
             // an intermediate response record (whose data clone would share the buffer).
             Request::GetData(r) => match self.read_check(&r.path, perm::READ, ids) {
                 Ok(node) => {
-                    let packet = ok(&|b| {
-                        match &node.data {
-                            Some(data) => b.buffer(data),
-                            None => b.int(-1),
-                        }
-                        node.stat().encode(b);
-                    });
+                    let packet = ok(&|b| Self::encode_data(node, b));
                     if r.watch {
                         self.watches.add(Table::Data, &r.path, conn, STANDARD);
                     }
@@ -145,9 +140,9 @@ impl Server {
                             parts.push((op::GET_CHILDREN, r));
                         }
                         MultiOp::GetData(p) => {
-                            let r = self.data_of(&p.path, ids).map(|d| {
+                            let r = self.read_check(&p.path, perm::READ, ids).map(|node| {
                                 let mut b = bytes::BytesMut::new();
-                                d.encode(&mut b);
+                                Self::encode_data(node, &mut b);
                                 b.freeze()
                             });
                             parts.push((op::GET_DATA, r));
@@ -246,11 +241,12 @@ impl Server {
 
     fn get_acl(&self, p: &str, ids: &[Id]) -> Result<GetAclResponse, ErrorCode> {
         let node = self.read_check(p, perm::READ | perm::ADMIN, ids)?;
-        let acl: Vec<Acl> = if acl::check(&node.acl, perm::ADMIN, ids).is_ok() {
-            node.acl.to_vec()
+        let node_acl = self.tree.acl(node);
+        let acl: Vec<Acl> = if acl::check(node_acl, perm::ADMIN, ids).is_ok() {
+            node_acl.to_vec()
         } else {
             // Without ADMIN a client does not see digest password hashes.
-            node.acl
+            node_acl
                 .iter()
                 .map(|a| {
                     let mut a = a.clone();
@@ -305,7 +301,7 @@ impl Server {
         for p in &w.data_watches {
             match self.tree.get(p) {
                 None => events.push((event::NODE_DELETED, p.clone())),
-                Some(n) if n.mzxid > rel => events.push((event::NODE_DATA_CHANGED, p.clone())),
+                Some(n) if n.mzxid() > rel => events.push((event::NODE_DATA_CHANGED, p.clone())),
                 Some(_) => self.watches.add(Table::Data, p, conn, STANDARD),
             }
         }
@@ -318,7 +314,9 @@ impl Server {
         for p in &w.child_watches {
             match self.tree.get(p) {
                 None => events.push((event::NODE_DELETED, p.clone())),
-                Some(n) if n.pzxid > rel => events.push((event::NODE_CHILDREN_CHANGED, p.clone())),
+                Some(n) if n.pzxid() > rel => {
+                    events.push((event::NODE_CHILDREN_CHANGED, p.clone()))
+                }
                 Some(_) => self.watches.add(Table::Child, p, conn, STANDARD),
             }
         }

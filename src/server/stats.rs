@@ -421,7 +421,7 @@ impl Server {
             return;
         };
         let body = if children {
-            node.children.iter().map(|c| c.len() as u64).sum()
+            self.tree.children(path).map(|c| c.len() as u64).sum()
         } else {
             node.data_len() as u64
         };

@@ -5,28 +5,32 @@
 //! a failure here means the txn log and the tree disagree (an internal error).
 
 pub mod acl;
+pub mod acl_cache;
+pub mod children;
 pub mod path;
 pub mod quota;
 pub mod snapshot;
 pub mod znode;
 
 use crate::proto::ErrorCode;
-use bytes::Bytes;
+use acl_cache::AclCache;
+pub use children::Children;
 use jute::{Acl, Id, Stat};
 use quota::StatsTrack;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-pub use znode::{Owner, Znode};
+pub use znode::{Owner, Znode, ZnodeMeta};
 
 /// The tree of znodes.
 #[derive(Debug)]
 pub struct DataTree {
-    /// Kept in path order so a snapshot can walk it in resumable steps, and a parent
-    /// always comes before its descendants.
-    /// Each znode is boxed: keys are inserted mostly in order (sequential names, bulk
-    /// loads), which leaves B-tree nodes about half full, so small slots (a pointer, not
-    /// the whole znode) waste far less memory.
-    nodes: BTreeMap<String, Box<Znode>>,
+    /// Every znode, ordered by path (a znode compares as its path). Path order lets a
+    /// snapshot walk the tree in resumable steps with a parent before its descendants,
+    /// and makes a znode's children a range of this set ([`Children`]), so no znode
+    /// stores a children set. Each slot is one pointer to one allocation holding path,
+    /// Stat fields and data ([`Znode`]): in-order inserts (sequential names, bulk
+    /// loads) leave B-tree nodes about half full, so small slots waste little.
+    nodes: BTreeSet<Znode>,
     /// Paths of ephemeral znodes, by owning session id.
     ephemerals: HashMap<i64, BTreeSet<String>>,
     /// Paths of container znodes.
@@ -37,16 +41,9 @@ pub struct DataTree {
     quota_paths: BTreeSet<String>,
     /// Sum of path lengths and data lengths, ZooKeeper's approximate data size.
     approximate_data_size: i64,
-    /// Every distinct ACL in use, shared by all znodes that carry it (ZooKeeper's
-    /// ReferenceCountedACLCache): most trees use a handful of ACLs, and one copy per
-    /// znode would cost more than a small znode's data.
-    acls: HashSet<Arc<Vec<Acl>>>,
-    /// Cache size at which ACLs no znode uses any more are dropped.
-    acls_purge_at: usize,
+    /// The ACLs znodes refer to by id.
+    acls: AclCache,
 }
-
-/// The ACL cache never purges below this many entries.
-const ACL_CACHE_MIN_PURGE: usize = 1024;
 
 impl Default for DataTree {
     fn default() -> Self {
@@ -58,24 +55,8 @@ impl DataTree {
     /// A tree with ZooKeeper's system nodes: `/`, `/zookeeper`, `/zookeeper/quota` and
     /// `/zookeeper/config` (read-only to everyone, aclVersion -1), all with zero Stats.
     pub fn new() -> DataTree {
+        let mut t = DataTree::empty();
         let open = Arc::new(acl::open_acl());
-        let mut t = DataTree {
-            nodes: BTreeMap::new(),
-            ephemerals: HashMap::new(),
-            containers: BTreeSet::new(),
-            ttls: BTreeSet::new(),
-            quota_paths: BTreeSet::new(),
-            approximate_data_size: 0,
-            acls: HashSet::new(),
-            acls_purge_at: ACL_CACHE_MIN_PURGE,
-        };
-        let open = t.intern_acl(open);
-        let system = |acl: &Arc<Vec<Acl>>| Znode::new(Some(Bytes::new()), acl.clone(), 0, 0, 0);
-        let mut root = system(&open);
-        root.children.insert("zookeeper".into());
-        let mut zk = system(&open);
-        zk.children.insert("quota".into());
-        zk.children.insert("config".into());
         let read_only = Arc::new(vec![Acl {
             perms: crate::proto::opcode::perm::READ,
             id: Id {
@@ -83,21 +64,45 @@ impl DataTree {
                 id: "anyone".into(),
             },
         }]);
-        let read_only = t.intern_acl(read_only);
-        let mut config = system(&read_only);
-        config.aversion = -1;
-        t.nodes.insert("/".into(), Box::new(root));
-        t.nodes.insert("/zookeeper".into(), Box::new(zk));
-        t.nodes
-            .insert("/zookeeper/quota".into(), Box::new(system(&open)));
-        t.nodes.insert("/zookeeper/config".into(), Box::new(config));
-        t.approximate_data_size = t.nodes.keys().map(|p| p.len() as i64).sum();
+        let zero = ZnodeMeta::default();
+        t.insert_loaded("/", Some(&[]), &open, &zero);
+        t.insert_loaded("/zookeeper", Some(&[]), &open, &zero);
+        t.insert_loaded("/zookeeper/quota", Some(&[]), &open, &zero);
+        let config = ZnodeMeta {
+            aversion: -1,
+            ..zero
+        };
+        t.insert_loaded("/zookeeper/config", Some(&[]), &read_only, &config);
         t
+    }
+
+    /// An empty tree (no system nodes), to be filled by [`DataTree::insert_loaded`]
+    /// in path order.
+    pub fn empty() -> DataTree {
+        DataTree {
+            nodes: BTreeSet::new(),
+            ephemerals: HashMap::new(),
+            containers: BTreeSet::new(),
+            ttls: BTreeSet::new(),
+            quota_paths: BTreeSet::new(),
+            approximate_data_size: 0,
+            acls: AclCache::new(),
+        }
     }
 
     /// The znode at `path`.
     pub fn get(&self, path: &str) -> Option<&Znode> {
-        self.nodes.get(path).map(|n| &**n)
+        self.nodes.get(path.as_bytes())
+    }
+
+    /// The ACL `node` carries.
+    pub fn acl(&self, node: &Znode) -> &Arc<Vec<Acl>> {
+        self.acls.get(node.acl_id())
+    }
+
+    /// The child names of `path`, in name order (nothing if it has no znode).
+    pub fn children(&self, path: &str) -> Children<'_> {
+        Children::new(&self.nodes, path)
     }
 
     /// Number of znodes, the system nodes included.
@@ -137,13 +142,31 @@ impl DataTree {
 
     /// Number of znodes strictly below `path`.
     pub fn descendant_count(&self, path: &str) -> usize {
-        let Some(node) = self.nodes.get(path) else {
+        if self.get(path).is_none() {
             return 0;
-        };
-        node.children
-            .iter()
-            .map(|c| 1 + self.descendant_count(&path::join(path, c)))
-            .sum()
+        }
+        children::subtree(&self.nodes, path).count()
+    }
+
+    /// Applies `f` to the znode at `path`; `None` if there is none. A set's elements
+    /// cannot be borrowed mutably in place, so the znode is taken out and put back
+    /// (`f` must not change its path, which no `Znode` setter can).
+    fn modify<R>(&mut self, path: &str, f: impl FnOnce(&mut Znode) -> R) -> Option<R> {
+        let mut node = self.nodes.take(path.as_bytes())?;
+        let r = f(&mut node);
+        self.nodes.insert(node);
+        Some(r)
+    }
+
+    /// Replaces the data of the znode at `path`, keeping everything else; returns the
+    /// change in data length, or `None` if there is no such znode.
+    fn replace_data(&mut self, path: &str, data: Option<&[u8]>) -> Option<i64> {
+        let old = self.nodes.get(path.as_bytes())?;
+        let new = old.with_data(data);
+        let delta = new.data_len() as i64 - old.data_len() as i64;
+        self.nodes.replace(new);
+        self.approximate_data_size += delta;
+        Some(delta)
     }
 
     /// Adds a znode. `parent_creates` is the parent's new child-create count (the
@@ -154,26 +177,32 @@ impl DataTree {
     pub fn create(
         &mut self,
         path: &str,
-        data: Option<Bytes>,
-        acl: Arc<Vec<Acl>>,
+        data: Option<&[u8]>,
+        acl: &Arc<Vec<Acl>>,
         owner: i64,
         parent_creates: i32,
         zxid: i64,
         time_ms: i64,
     ) -> Result<Stat, ErrorCode> {
         let (parent_path, name) = path::split(path);
-        if self.nodes.contains_key(path) {
+        if self.get(path).is_some() {
             return Err(ErrorCode::NodeExists);
         }
-        let parent = self.nodes.get_mut(parent_path).ok_or(ErrorCode::NoNode)?;
-        parent.children.insert(name.into());
-        parent.child_creates = parent_creates;
-        parent.pzxid = zxid;
-        let data_len = data.as_ref().map_or(0, Bytes::len) as i64;
-        let acl = self.intern_acl(acl);
-        let node = Znode::new(data, acl, owner, zxid, time_ms);
+        self.modify(parent_path, |parent| {
+            parent.set_num_children(parent.num_children().wrapping_add(1));
+            parent.set_child_creates(parent_creates);
+            parent.set_pzxid(zxid);
+        })
+        .ok_or(ErrorCode::NoNode)?;
+        let data_len = data.map_or(0, <[u8]>::len) as i64;
+        let acl = self.acls.acquire(acl);
+        // Normally none: only znodes a fuzzy snapshot loaded below a then-missing
+        // parent can be there already.
+        let children = self.children(path).count() as i32;
+        let meta = ZnodeMeta::created(owner, zxid, time_ms);
+        let node = Znode::new(path, data, acl, &meta, children);
         let stat = node.stat();
-        self.nodes.insert(path.to_string(), Box::new(node));
+        self.nodes.insert(node);
         self.approximate_data_size += path.len() as i64 + data_len;
         self.index(path, Owner::from_raw(owner));
         self.on_quota_node_created(parent_path, name);
@@ -185,22 +214,20 @@ impl DataTree {
     ///
     /// Errors: NONODE if missing, NOTEMPTY if it has children.
     pub fn delete(&mut self, path: &str, zxid: i64) -> Result<(), ErrorCode> {
-        let node = self.nodes.get(path).ok_or(ErrorCode::NoNode)?;
-        if !node.children.is_empty() {
+        let node = self.get(path).ok_or(ErrorCode::NoNode)?;
+        if node.num_children() > 0 {
             return Err(ErrorCode::NotEmpty);
         }
         let data_len = node.data_len() as i64;
-        self.unindex(path);
-        self.nodes.remove(path);
+        self.remove_node(path);
         let (parent_path, name) = path::split(path);
-        if let Some(parent) = self.nodes.get_mut(parent_path) {
-            parent.children.remove(name);
+        self.modify(parent_path, |parent| {
             // A higher pzxid may already have been set by a later create in the same
             // multi; never move pzxid backwards.
-            if zxid > parent.pzxid {
-                parent.pzxid = zxid;
+            if zxid > parent.pzxid() {
+                parent.set_pzxid(zxid);
             }
-        }
+        });
         if name == quota::LIMIT_NODE && parent_path.starts_with(quota::QUOTA_ROOT) {
             self.quota_paths
                 .remove(&parent_path[quota::QUOTA_ROOT.len()..]);
@@ -209,25 +236,42 @@ impl DataTree {
         Ok(())
     }
 
+    /// Takes the znode at `path` out of the tree and every index, its parent's child
+    /// count and the ACL cache; leaves the parent's pzxid and quotas alone.
+    fn remove_node(&mut self, path: &str) -> Option<Znode> {
+        self.unindex(path);
+        let node = self.nodes.take(path.as_bytes())?;
+        self.acls.release(node.acl_id());
+        self.approximate_data_size -= (path.len() + node.data_len()) as i64;
+        if path != "/" {
+            let parent = path::split(path).0;
+            self.modify(parent, |p| {
+                p.set_num_children(p.num_children().saturating_sub(1).max(0))
+            });
+        }
+        Some(node)
+    }
+
     /// Replaces a znode's data, setting dataVersion to `version`.
     ///
     /// Errors: NONODE.
     pub fn set_data(
         &mut self,
         path: &str,
-        data: Option<Bytes>,
+        data: Option<&[u8]>,
         version: i32,
         zxid: i64,
         time_ms: i64,
     ) -> Result<Stat, ErrorCode> {
-        let node = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
-        let delta = data.as_ref().map_or(0, Bytes::len) as i64 - node.data_len() as i64;
-        node.data = data;
-        node.version = version;
-        node.mzxid = zxid;
-        node.mtime = time_ms;
-        let stat = node.stat();
-        self.approximate_data_size += delta;
+        let delta = self.replace_data(path, data).ok_or(ErrorCode::NoNode)?;
+        let stat = self
+            .modify(path, |node| {
+                node.set_version(version);
+                node.set_mzxid(zxid);
+                node.set_mtime(time_ms);
+                node.stat()
+            })
+            .ok_or(ErrorCode::NoNode)?;
         self.update_quota_usage(path, 0, delta);
         Ok(stat)
     }
@@ -238,17 +282,18 @@ impl DataTree {
     pub fn set_acl(
         &mut self,
         path: &str,
-        acl: Arc<Vec<Acl>>,
+        acl: &Arc<Vec<Acl>>,
         aversion: i32,
     ) -> Result<Stat, ErrorCode> {
-        if !self.nodes.contains_key(path) {
-            return Err(ErrorCode::NoNode);
-        }
-        let acl = self.intern_acl(acl);
-        let node = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
-        node.acl = acl;
-        node.aversion = aversion;
-        Ok(node.stat())
+        let old = self.get(path).ok_or(ErrorCode::NoNode)?.acl_id();
+        let new = self.acls.acquire(acl);
+        self.acls.release(old);
+        self.modify(path, |node| {
+            node.set_acl_id(new);
+            node.set_aversion(aversion);
+            node.stat()
+        })
+        .ok_or(ErrorCode::NoNode)
     }
 
     /// Replay form of create, for txns replayed over a fuzzy snapshot: an existing znode
@@ -258,41 +303,34 @@ impl DataTree {
     pub fn create_or_replace(
         &mut self,
         path: &str,
-        data: Option<Bytes>,
-        acl: Arc<Vec<Acl>>,
+        data: Option<&[u8]>,
+        acl: &Arc<Vec<Acl>>,
         owner: i64,
         parent_creates: i32,
         zxid: i64,
         time_ms: i64,
     ) -> Result<Stat, ErrorCode> {
-        if let Some(old) = self.nodes.get(path) {
-            let children = old.children.clone();
-            self.unindex(path);
-            self.nodes.remove(path);
-            let stat = self.create(path, data, acl, owner, parent_creates, zxid, time_ms)?;
-            if let Some(n) = self.nodes.get_mut(path) {
-                n.children = children;
-            }
-            return Ok(stat);
-        }
+        // Children are the znodes below the path, so they stay whatever replaces it.
+        self.remove_node(path);
         self.create(path, data, acl, owner, parent_creates, zxid, time_ms)
     }
 
     /// Replay form of delete: a missing znode is not an error (its parent's pzxid still
     /// moves), and children left by a fuzzy snapshot go with it.
     pub fn delete_if_present(&mut self, path: &str, zxid: i64) {
-        let children: Vec<String> = match self.nodes.get(path) {
-            Some(n) => n.children.iter().map(|c| path::join(path, c)).collect(),
-            None => {
-                let parent = path::split(path).0;
-                if let Some(p) = self.nodes.get_mut(parent) {
-                    p.pzxid = p.pzxid.max(zxid);
-                }
-                return;
-            }
-        };
-        for c in children {
-            self.delete_if_present(&c, zxid);
+        if self.get(path).is_none() {
+            let parent = path::split(path).0;
+            self.modify(parent, |p| p.set_pzxid(p.pzxid().max(zxid)));
+            return;
+        }
+        // Deepest first: a descendant sorts after its ancestors, so reverse path order
+        // empties every znode before it is deleted.
+        let below: Vec<String> = children::subtree(&self.nodes, path)
+            .rev()
+            .map(|n| n.path().to_string())
+            .collect();
+        for p in below {
+            let _ = self.delete(&p, zxid);
         }
         let _ = self.delete(path, zxid);
     }
@@ -318,7 +356,7 @@ impl DataTree {
 
     /// Removes `path` from the ephemeral, container and TTL indexes.
     fn unindex(&mut self, path: &str) {
-        let Some(node) = self.nodes.get(path) else {
+        let Some(node) = self.get(path) else {
             return;
         };
         match node.owner() {
@@ -338,68 +376,45 @@ impl DataTree {
             }
             Owner::None => {}
         }
-        self.approximate_data_size -= (path.len() + node.data_len()) as i64;
     }
 
-    /// Every znode in path order, starting after `cursor` (from the start if `None`).
+    /// Every znode in path order, starting after `cursor` (from the start if `None`),
+    /// with its path.
     pub fn nodes_after<'a>(
         &'a self,
         cursor: Option<&str>,
-    ) -> impl Iterator<Item = (&'a String, &'a Znode)> + 'a {
+    ) -> impl Iterator<Item = (&'a str, &'a Znode)> + 'a {
         use std::ops::Bound;
         let lower = match cursor {
-            Some(c) => Bound::Excluded(c.to_string()),
+            Some(c) => Bound::Excluded(c.as_bytes()),
             None => Bound::Unbounded,
         };
         self.nodes
-            .range((lower, Bound::Unbounded))
-            .map(|(p, n)| (p, &**n))
+            .range::<[u8], _>((lower, Bound::Unbounded))
+            .map(|n| (n.path(), n))
     }
 
-    /// An empty tree (no system nodes), to be filled by [`DataTree::insert_loaded`]
-    /// in path order.
-    pub fn empty() -> DataTree {
-        DataTree {
-            nodes: BTreeMap::new(),
-            ephemerals: HashMap::new(),
-            containers: BTreeSet::new(),
-            ttls: BTreeSet::new(),
-            quota_paths: BTreeSet::new(),
-            approximate_data_size: 0,
-            acls: HashSet::new(),
-            acls_purge_at: ACL_CACHE_MIN_PURGE,
-        }
-    }
-
-    /// The shared copy of `acl`: an equal ACL already in use, or `acl` itself, now
-    /// cached. When the cache has doubled since the last purge, ACLs held by no znode
-    /// are dropped, so it stays bounded by the ACLs in use.
-    fn intern_acl(&mut self, acl: Arc<Vec<Acl>>) -> Arc<Vec<Acl>> {
-        if let Some(shared) = self.acls.get(&acl) {
-            return shared.clone();
-        }
-        if self.acls.len() >= self.acls_purge_at {
-            self.acls.retain(|a| Arc::strong_count(a) > 1);
-            self.acls_purge_at = (self.acls.len() * 2).max(ACL_CACHE_MIN_PURGE);
-        }
-        self.acls.insert(acl.clone());
-        acl
-    }
-
-    /// Adds a znode read from a snapshot and links it to its parent at once. Snapshots
-    /// are in path order, so a parent is always loaded before its children; a znode
-    /// whose parent is missing (a fuzzy snapshot can hold one) is kept unlinked, and
-    /// replaying the log recreates the parent and links it.
-    pub fn insert_loaded(&mut self, path: String, mut node: Znode) {
-        node.children.clear();
-        node.acl = self.intern_acl(node.acl);
-        self.approximate_data_size += (path.len() + node.data_len()) as i64;
-        self.index(&path, node.owner());
+    /// Adds a znode read from a snapshot (or an import) and counts it as a child of its
+    /// parent. Snapshots are in path order, so a parent is always loaded before its
+    /// children; a znode whose parent is missing (a fuzzy snapshot can hold one) is not
+    /// a child of anything until replaying the log recreates the parent.
+    pub fn insert_loaded(
+        &mut self,
+        path: &str,
+        data: Option<&[u8]>,
+        acl: &Arc<Vec<Acl>>,
+        meta: &ZnodeMeta,
+    ) {
+        // A path loaded twice keeps the last record, as a map insert would.
+        self.remove_node(path);
+        let acl = self.acls.acquire(acl);
+        self.approximate_data_size += (path.len() + data.map_or(0, <[u8]>::len)) as i64;
+        self.index(path, Owner::from_raw(meta.ephemeral_owner));
         if path != "/" {
-            let (parent, name) = path::split(&path);
-            if let Some(pn) = self.nodes.get_mut(parent) {
-                pn.children.insert(name.into());
-            }
+            let (parent, name) = path::split(path);
+            self.modify(parent, |p| {
+                p.set_num_children(p.num_children().wrapping_add(1))
+            });
             if name == quota::LIMIT_NODE
                 && parent.starts_with(quota::QUOTA_ROOT)
                 && parent != quota::QUOTA_ROOT
@@ -408,7 +423,9 @@ impl DataTree {
                     .insert(parent[quota::QUOTA_ROOT.len()..].to_string());
             }
         }
-        self.nodes.insert(path, Box::new(node));
+        let children = self.children(path).count() as i32;
+        self.nodes
+            .insert(Znode::new(path, data, acl, meta, children));
     }
 
     /// The deepest quota'd path at or above `path`, if any (ZooKeeper's
@@ -424,8 +441,8 @@ impl DataTree {
     /// The (limits, usage) of the quota covering `path`, if any.
     pub fn quota_for(&self, path: &str) -> Option<(StatsTrack, StatsTrack)> {
         let root = self.quota_root_of(path)?;
-        let limits = self.nodes.get(&quota::node_path(root, quota::LIMIT_NODE))?;
-        let stats = self.nodes.get(&quota::node_path(root, quota::STAT_NODE))?;
+        let limits = self.get(&quota::node_path(root, quota::LIMIT_NODE))?;
+        let stats = self.get(&quota::node_path(root, quota::STAT_NODE))?;
         Some((
             StatsTrack::parse(limits.data_bytes()),
             StatsTrack::parse(stats.data_bytes()),
@@ -443,29 +460,23 @@ impl DataTree {
             // Recount the subtree now that its usage is tracked.
             let (count, bytes) = self.usage_of(&target);
             let stat_path = quota::node_path(&target, quota::STAT_NODE);
-            if let Some(node) = self.nodes.get_mut(&stat_path) {
+            if let Some(node) = self.get(&stat_path) {
                 let mut t = StatsTrack::parse(node.data_bytes());
                 t.count = count;
                 t.bytes = bytes;
-                let text = Bytes::from(t.render());
-                self.approximate_data_size += text.len() as i64 - node.data_len() as i64;
-                node.data = Some(text);
+                self.replace_data(&stat_path, Some(t.render().as_bytes()));
             }
         }
     }
 
     /// (znode count, data bytes) of the subtree at `path`, itself included.
     fn usage_of(&self, path: &str) -> (i64, i64) {
-        let Some(node) = self.nodes.get(path) else {
+        let Some(node) = self.get(path) else {
             return (0, 0);
         };
-        let mut acc = (1, node.data_len() as i64);
-        for c in &node.children {
-            let (n, b) = self.usage_of(&path::join(path, c));
-            acc.0 += n;
-            acc.1 += b;
-        }
-        acc
+        children::subtree(&self.nodes, path).fold((1, node.data_len() as i64), |acc, n| {
+            (acc.0 + 1, acc.1 + n.data_len() as i64)
+        })
     }
 
     fn update_quota_usage(&mut self, path: &str, count_delta: i64, bytes_delta: i64) {
@@ -476,13 +487,11 @@ impl DataTree {
             return;
         };
         let stat_path = quota::node_path(&root, quota::STAT_NODE);
-        if let Some(node) = self.nodes.get_mut(&stat_path) {
+        if let Some(node) = self.get(&stat_path) {
             let mut t = StatsTrack::parse(node.data_bytes());
             t.count += count_delta;
             t.bytes += bytes_delta;
-            let text = Bytes::from(t.render());
-            self.approximate_data_size += text.len() as i64 - node.data_len() as i64;
-            node.data = Some(text);
+            self.replace_data(&stat_path, Some(t.render().as_bytes()));
         }
     }
 }
@@ -508,10 +517,10 @@ mod tests {
     #[test]
     fn cversion_counts_creates_and_deletes() {
         let mut t = DataTree::new();
-        t.create("/a", None, open(), 0, 1, 2, 0).unwrap();
-        t.create("/a/x", None, open(), 0, 1, 3, 0).unwrap();
+        t.create("/a", None, &open(), 0, 1, 2, 0).unwrap();
+        t.create("/a/x", None, &open(), 0, 1, 3, 0).unwrap();
         t.delete("/a/x", 4).unwrap();
-        t.create("/a/y", None, open(), 0, 2, 5, 0).unwrap();
+        t.create("/a/y", None, &open(), 0, 2, 5, 0).unwrap();
         let s = t.get("/a").unwrap().stat();
         assert_eq!((s.cversion, s.pzxid, s.num_children), (3, 5, 1));
         assert_eq!(t.delete("/a", 6), Err(ErrorCode::NotEmpty));
@@ -521,11 +530,11 @@ mod tests {
     #[test]
     fn ephemerals_containers_ttls_tracked() {
         let mut t = DataTree::new();
-        t.create("/e", None, open(), 42, 1, 2, 0).unwrap();
-        t.create("/c", None, open(), znode::CONTAINER_OWNER, 2, 3, 0)
+        t.create("/e", None, &open(), 42, 1, 2, 0).unwrap();
+        t.create("/c", None, &open(), znode::CONTAINER_OWNER, 2, 3, 0)
             .unwrap();
         let ttl = Owner::Ttl(500).to_raw();
-        t.create("/t", None, open(), ttl, 3, 4, 0).unwrap();
+        t.create("/t", None, &open(), ttl, 3, 4, 0).unwrap();
         assert_eq!(t.ephemerals(42).collect::<Vec<_>>(), vec!["/e"]);
         assert!(t.containers().contains("/c"));
         assert!(t.ttls().contains("/t"));
@@ -538,36 +547,100 @@ mod tests {
     #[test]
     fn quota_usage_follows_changes() {
         let mut t = DataTree::new();
-        t.create("/q", Some(Bytes::from_static(b"ab")), open(), 0, 1, 2, 0)
+        t.create("/q", Some(&b"ab"[..]), &open(), 0, 1, 2, 0)
             .unwrap();
-        t.create("/zookeeper/quota/q", None, open(), 0, 1, 3, 0)
+        t.create("/zookeeper/quota/q", None, &open(), 0, 1, 3, 0)
             .unwrap();
-        let lim = Bytes::from_static(b"count=5,bytes=-1");
+        let lim = &b"count=5,bytes=-1"[..];
         t.create(
             "/zookeeper/quota/q/zookeeper_limits",
             Some(lim),
-            open(),
+            &open(),
             0,
             1,
             4,
             0,
         )
         .unwrap();
-        let st = Bytes::from_static(b"count=0,bytes=0");
+        let st = &b"count=0,bytes=0"[..];
         t.create(
             "/zookeeper/quota/q/zookeeper_stats",
             Some(st),
-            open(),
+            &open(),
             0,
             2,
             5,
             0,
         )
         .unwrap();
-        t.create("/q/x", Some(Bytes::from_static(b"xyz")), open(), 0, 1, 6, 0)
+        t.create("/q/x", Some(&b"xyz"[..]), &open(), 0, 1, 6, 0)
             .unwrap();
         let (limits, usage) = t.quota_for("/q/x").unwrap();
         assert_eq!(limits.count, 5);
         assert_eq!((usage.count, usage.bytes), (2, 5));
+    }
+
+    #[test]
+    fn children_listed_in_name_order_skipping_subtrees() {
+        let mut t = DataTree::new();
+        let paths = ["/a", "/ab", "/a/b", "/a/b/c", "/a/a-b", "/a/b0", "/a/a"];
+        for (i, p) in paths.iter().enumerate() {
+            t.create(p, None, &open(), 0, 1, 2 + i as i64, 0).unwrap();
+        }
+        let names: Vec<&str> = t.children("/a").collect();
+        assert_eq!(names, ["a", "a-b", "b", "b0"]);
+        assert_eq!(
+            t.children("/").collect::<Vec<_>>(),
+            ["a", "ab", "zookeeper"]
+        );
+        assert_eq!(t.children("/a/b").collect::<Vec<_>>(), ["c"]);
+        assert_eq!(t.children("/nope").count(), 0);
+        assert_eq!(t.get("/a").unwrap().stat().num_children, 4);
+        assert_eq!(t.descendant_count("/a"), 5);
+        assert_eq!(t.descendant_count("/"), 10);
+        t.delete_if_present("/a", 20);
+        assert_eq!(t.node_count(), 5);
+        assert_eq!(t.get("/").unwrap().stat().num_children, 2);
+        assert_eq!(t.get("/").unwrap().pzxid(), 20);
+    }
+
+    #[test]
+    fn a_loaded_orphan_becomes_a_child_when_its_parent_is_created() {
+        let mut t = DataTree::new();
+        let zero = ZnodeMeta::default();
+        t.insert_loaded("/x/y", Some(b"d"), &open(), &zero);
+        assert_eq!(t.get("/").unwrap().stat().num_children, 1);
+        t.create_or_replace("/x", None, &open(), 0, 1, 5, 0)
+            .unwrap();
+        assert_eq!(t.children("/x").collect::<Vec<_>>(), ["y"]);
+        t.create_or_replace("/x/y", None, &open(), 0, 1, 6, 0)
+            .unwrap();
+        let x = t.get("/x").unwrap().stat();
+        assert_eq!((x.num_children, x.pzxid), (1, 6));
+        assert_eq!(t.delete("/x", 7), Err(ErrorCode::NotEmpty));
+        assert_eq!(
+            t.approximate_data_size(),
+            DataTree::new().approximate_data_size() + 6
+        );
+    }
+
+    #[test]
+    fn acls_are_shared_and_released() {
+        let mut t = DataTree::new();
+        let mine = Arc::new(vec![Acl {
+            perms: 1,
+            id: Id {
+                scheme: "digest".into(),
+                id: "u:x".into(),
+            },
+        }]);
+        t.create("/m", None, &mine, 0, 1, 2, 0).unwrap();
+        t.create("/n", None, &mine, 0, 2, 3, 0).unwrap();
+        assert_eq!(t.acls.len(), 3);
+        t.set_acl("/m", &open(), 1).unwrap();
+        assert_eq!(t.acl(t.get("/n").unwrap()), &mine);
+        t.delete("/n", 4).unwrap();
+        assert_eq!(t.acls.len(), 2);
+        assert_eq!(t.acl(t.get("/m").unwrap()).as_ref(), &acl::open_acl());
     }
 }

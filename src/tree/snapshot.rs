@@ -1,13 +1,14 @@
 //! Snapshot encoding of znodes: a chunk is a sequence of node records in path order.
 //!
 //! Record: path, data (null kept), ACL, czxid, mzxid, pzxid, ctime, mtime, version,
-//! child_creates, aversion, ephemeralOwner. Children sets are not stored; loading
-//! rebuilds them from the paths as it inserts ([`DataTree::insert_loaded`]).
+//! child_creates, aversion, ephemeralOwner. Children are not stored: a znode's children
+//! are the paths below it, counted as they load ([`DataTree::insert_loaded`]).
 
-use super::{DataTree, Znode};
-use bytes::{BufMut, Bytes, BytesMut};
+use super::{DataTree, ZnodeMeta};
+use bytes::{BufMut, BytesMut};
+use jute::codec::Encoder;
 use jute::{Acl, Decoder, JuteError, Record};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Appends node records after `cursor` until `out` holds at least `max_bytes`; returns
@@ -19,20 +20,23 @@ pub fn encode_nodes(
     out: &mut BytesMut,
 ) -> Option<String> {
     for (path, n) in tree.nodes_after(cursor) {
-        path.encode(out);
-        n.data.encode(out);
-        n.acl.as_ref().encode(out);
-        out.put_i64(n.czxid);
-        out.put_i64(n.mzxid);
-        out.put_i64(n.pzxid);
-        out.put_i64(n.ctime);
-        out.put_i64(n.mtime);
-        out.put_i32(n.version);
-        out.put_i32(n.child_creates);
-        out.put_i32(n.aversion);
-        out.put_i64(n.ephemeral_owner);
+        out.ustring(path);
+        match n.data() {
+            Some(d) => out.buffer(d),
+            None => out.int(-1),
+        }
+        tree.acl(n).as_ref().encode(out);
+        out.put_i64(n.czxid());
+        out.put_i64(n.mzxid());
+        out.put_i64(n.pzxid());
+        out.put_i64(n.ctime());
+        out.put_i64(n.mtime());
+        out.put_i32(n.version());
+        out.put_i32(n.child_creates());
+        out.put_i32(n.aversion());
+        out.put_i64(n.ephemeral_owner());
         if out.len() >= max_bytes {
-            return Some(path.clone());
+            return Some(path.to_string());
         }
     }
     None
@@ -53,7 +57,7 @@ pub fn decode_nodes(
     let mut last_acl: Option<(Vec<u8>, Arc<Vec<Acl>>)> = None;
     while !d.is_empty() {
         let path: String = d.record()?;
-        let data: Option<Bytes> = d.record()?;
+        let data = d.buffer_opt()?;
         let before = d.remaining();
         let acl = match &last_acl {
             // A record's encoding delimits itself, so a prefix equal to the previous
@@ -73,9 +77,7 @@ pub fn decode_nodes(
                 shared
             }
         };
-        let node = Znode {
-            data,
-            acl,
+        let meta = ZnodeMeta {
             czxid: d.long()?,
             mzxid: d.long()?,
             pzxid: d.long()?,
@@ -85,9 +87,8 @@ pub fn decode_nodes(
             child_creates: d.int()?,
             aversion: d.int()?,
             ephemeral_owner: d.long()?,
-            children: BTreeSet::new(),
         };
-        tree.insert_loaded(path, node);
+        tree.insert_loaded(&path, data, &acl, &meta);
         count += 1;
     }
     Ok(count)
@@ -101,21 +102,12 @@ mod tests {
     fn tree_round_trips_in_small_chunks() {
         let mut t = DataTree::new();
         let acl = Arc::new(super::super::acl::open_acl());
-        t.create(
-            "/a",
-            Some(Bytes::from_static(b"x")),
-            acl.clone(),
-            0,
-            1,
-            2,
-            10,
-        )
-        .unwrap();
-        t.create("/a/b", None, acl.clone(), 77, 1, 3, 11).unwrap();
+        t.create("/a", Some(&b"x"[..]), &acl, 0, 1, 2, 10).unwrap();
+        t.create("/a/b", None, &acl, 77, 1, 3, 11).unwrap();
         t.create(
             "/a-c",
-            Some(Bytes::new()),
-            acl,
+            Some(&[][..]),
+            &acl,
             super::super::znode::CONTAINER_OWNER,
             2,
             4,
@@ -141,7 +133,9 @@ mod tests {
         assert_eq!(back.node_count(), t.node_count());
         for p in ["/", "/a", "/a/b", "/a-c", "/zookeeper", "/zookeeper/config"] {
             assert_eq!(back.get(p).unwrap().stat(), t.get(p).unwrap().stat(), "{p}");
-            assert_eq!(back.get(p).unwrap().data, t.get(p).unwrap().data, "{p}");
+            let (b, o) = (back.get(p).unwrap(), t.get(p).unwrap());
+            assert_eq!((b.meta(), b.data()), (o.meta(), o.data()), "{p}");
+            assert_eq!(back.acl(b), t.acl(o), "{p}");
         }
         assert_eq!(back.ephemerals(77).collect::<Vec<_>>(), vec!["/a/b"]);
         assert!(back.containers().contains("/a-c"));
