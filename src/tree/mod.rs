@@ -263,15 +263,17 @@ impl DataTree {
         zxid: i64,
         time_ms: i64,
     ) -> Result<Stat, ErrorCode> {
-        let delta = self.replace_data(path, data).ok_or(ErrorCode::NoNode)?;
-        let stat = self
-            .modify(path, |node| {
-                node.set_version(version);
-                node.set_mzxid(zxid);
-                node.set_mtime(time_ms);
-                node.stat()
-            })
-            .ok_or(ErrorCode::NoNode)?;
+        // One new buffer with the new data and Stat, swapped in: two searches of the
+        // set (find, replace) instead of a data swap plus a take-and-reinsert.
+        let old = self.nodes.get(path.as_bytes()).ok_or(ErrorCode::NoNode)?;
+        let mut node = old.with_data(data);
+        let delta = node.data_len() as i64 - old.data_len() as i64;
+        node.set_version(version);
+        node.set_mzxid(zxid);
+        node.set_mtime(time_ms);
+        let stat = node.stat();
+        self.nodes.replace(node);
+        self.approximate_data_size += delta;
         self.update_quota_usage(path, 0, delta);
         Ok(stat)
     }
