@@ -13,7 +13,8 @@
 //! - [`watch`]: one-shot, persistent and recursive watches.
 //! - [`server`]: the request pipeline over the state machine (prep, apply, reads).
 //! - [`net`]: tokio listener and connections; the only layer that does I/O.
-//! - [`storage`]: what lives in dataDir: the txn log, snapshots, metadata (RocksDB).
+//! - [`storage`]: what lives in dataDir and dataLogDir: the txn log (keel's own segment
+//!   files), snapshots and metadata (RocksDB).
 //! - [`admin`]: four-letter words, the AdminServer (HTTP, JSON), Prometheus metrics.
 //! - [`import`]: `keel import-zookeeper`: a ZooKeeper dataDir into a new keel store.
 //! - [`logging`]: log level from RUST_LOG, zoo.cfg or `zookeeper.root.logger`.

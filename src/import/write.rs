@@ -122,6 +122,7 @@ pub fn write_store(
     for (path, node) in state.nodes {
         tree.insert_loaded(&path, node.data.as_deref(), &node.acl, &node.meta());
     }
+    tree.finish_loading();
 
     let mut created = Created(Vec::new());
     let result = (|| {

@@ -116,6 +116,7 @@ impl Server {
                 tree_snapshot::decode_nodes(&mut tree, chunk, &mut acls)
                     .map_err(|e| corrupt(db, pos(i), e))?;
             }
+            tree.finish_loading();
             tracing::debug!(
                 elapsed_ms = t0.elapsed().as_millis() as u64,
                 "snapshot loaded"

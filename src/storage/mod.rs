@@ -1,7 +1,8 @@
 //! Durable state in dataDir: the txn log, snapshots, and metadata (format version,
 //! epochs), behind the [`Storage`] trait so the server does not care which backend
-//! holds them. Backends: RocksDB (`rocks`, production) and memory (`mem`, tests and
-//! simulation). One conformance suite (`conformance`) runs against both.
+//! holds them. Backends: RocksDB with keel's own txn log files (`rocks` + `txnlog`,
+//! production) and memory (`mem`, tests and simulation). One conformance suite
+//! (`conformance`) runs against both.
 //!
 //! Storage is used from one thread (the runtime's storage thread); calls block.
 //! Rules every backend keeps (shared/DESIGN.md, "One write, end to end"):

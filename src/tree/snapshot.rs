@@ -2,7 +2,8 @@
 //!
 //! Record: path, data (null kept), ACL, czxid, mzxid, pzxid, ctime, mtime, version,
 //! child_creates, aversion, ephemeralOwner. Children are not stored: a znode's children
-//! are the paths below it, counted as they load ([`DataTree::insert_loaded`]).
+//! are the paths below it, counted as they load ([`DataTree::insert_loaded`], then
+//! [`DataTree::finish_loading`]).
 
 use super::{DataTree, ZnodeMeta};
 use bytes::{BufMut, BytesMut};
@@ -130,6 +131,7 @@ mod tests {
         for c in &chunks {
             decode_nodes(&mut back, c, &mut acls).unwrap();
         }
+        back.finish_loading();
         assert_eq!(back.node_count(), t.node_count());
         for p in ["/", "/a", "/a/b", "/a-c", "/zookeeper", "/zookeeper/config"] {
             assert_eq!(back.get(p).unwrap().stat(), t.get(p).unwrap().stat(), "{p}");
