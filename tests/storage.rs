@@ -600,22 +600,26 @@ fn txnlog_zeroed_header_before_synced_appends_is_refused() {
     }
 }
 
-#[test]
-fn txnlog_missing_newest_segment_is_refused() {
-    let dir = TempDir::new("txnlog-newest");
+/// A store in `dir` whose txn log holds zxids 1..=80 (1 MB each) in two segments: two
+/// appends of about 40 MB, the second of which does not fit in the first segment.
+fn two_segments(dir: &Path) -> RocksStorage {
     let big = |zxid: i64| LogEntry {
         zxid,
         data: vec![zxid as u8; 1 << 20],
     };
-    {
-        let mut store = open(dir.path());
+    let mut store = open(dir);
+    for range in [1..=40, 41..=80] {
         store
-            .append(&(1..=40).map(big).collect::<Vec<_>>(), true)
-            .unwrap();
-        store
-            .append(&(41..=80).map(big).collect::<Vec<_>>(), true)
+            .append(&range.map(big).collect::<Vec<_>>(), true)
             .unwrap();
     }
+    store
+}
+
+#[test]
+fn txnlog_missing_newest_segment_is_refused() {
+    let dir = TempDir::new("txnlog-newest");
+    drop(two_segments(dir.path()));
     let all = segments(dir.path());
     assert_eq!(all.len(), 2);
     let aside = dir.path().join("aside");
@@ -677,18 +681,7 @@ fn txnlog_missing_directory_is_refused() {
 #[test]
 fn txnlog_purge_deletes_whole_segments() {
     let dir = TempDir::new("txnlog-purge");
-    // Two appends of about 40 MB: the second does not fit in the first segment.
-    let big = |zxid: i64| LogEntry {
-        zxid,
-        data: vec![zxid as u8; 1 << 20],
-    };
-    let mut store = open(dir.path());
-    store
-        .append(&(1..=40).map(big).collect::<Vec<_>>(), true)
-        .unwrap();
-    store
-        .append(&(41..=80).map(big).collect::<Vec<_>>(), true)
-        .unwrap();
+    let mut store = two_segments(dir.path());
     assert_eq!(
         segments(dir.path()).len(),
         2,

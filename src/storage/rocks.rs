@@ -732,15 +732,20 @@ fn db_options(wal_dir: Option<&Path>) -> Options {
     opts
 }
 
+/// The meta column family of `db` (at `path`, named in the error if it is missing).
+fn meta_cf<'a>(db: &'a DB, path: &Path) -> Result<&'a ColumnFamily, StorageError> {
+    db.cf_handle(META_CF).ok_or_else(|| StorageError::Corrupt {
+        path: path.to_path_buf(),
+        position: format!("column family {META_CF:?}"),
+        what: "missing".to_owned(),
+    })
+}
+
 /// Refuses a store whose meta says its txn log directory was created when that
 /// directory is not there (dataLogDir changed or the directory was lost): starting
 /// without it would silently drop every txn since the last snapshot.
 fn check_txnlog_present(db: &DB, path: &Path, txnlog_dir: &Path) -> Result<(), StorageError> {
-    let meta = db.cf_handle(META_CF).ok_or_else(|| StorageError::Corrupt {
-        path: path.to_path_buf(),
-        position: format!("column family {META_CF:?}"),
-        what: "missing".to_owned(),
-    })?;
+    let meta = meta_cf(db, path)?;
     let created = db
         .get_cf(meta, TXNLOG_META_KEY)
         .map_err(|e| rocks_error(path, e))?
@@ -763,11 +768,7 @@ fn check_txnlog_present(db: &DB, path: &Path, txnlog_dir: &Path) -> Result<(), S
 /// recorded: the log's newest files are gone (deleted, or an old copy of the directory
 /// was put back), and starting would silently lose their txns.
 fn check_newest_segment(db: &DB, path: &Path, txnlog: &TxnLog) -> Result<(), StorageError> {
-    let meta = db.cf_handle(META_CF).ok_or_else(|| StorageError::Corrupt {
-        path: path.to_path_buf(),
-        position: format!("column family {META_CF:?}"),
-        what: "missing".to_owned(),
-    })?;
+    let meta = meta_cf(db, path)?;
     let Some(value) = db
         .get_cf(meta, TXNLOG_NEWEST_KEY)
         .map_err(|e| rocks_error(path, e))?
