@@ -428,6 +428,7 @@ fn segments(dir: &Path) -> Vec<PathBuf> {
     let mut all: Vec<PathBuf> = std::fs::read_dir(dir.join(txnlog::TXNLOG_DIR))
         .expect("list txn log dir")
         .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("log."))
         .collect();
     all.sort();
     all
@@ -676,6 +677,67 @@ fn txnlog_missing_directory_is_refused() {
     }
     std::fs::rename(&moved, dir.path().join(txnlog::TXNLOG_DIR)).unwrap();
     assert_eq!(read_zxids(&open(dir.path())), [1]);
+}
+
+#[test]
+fn txnlog_spare_segment_is_prepared_ahead_and_a_stale_one_is_never_read() {
+    let dir = TempDir::new("txnlog-spare");
+    drop(two_segments(dir.path()));
+    let spare = dir.path().join(txnlog::TXNLOG_DIR).join(txnlog::SPARE_NAME);
+    assert!(
+        spare.exists(),
+        "a half-full segment gets its successor prepared"
+    );
+    // What a crash in mid-preparation might leave, made worse: bytes that are not zeros.
+    std::fs::write(&spare, vec![0xa5; 3 << 20]).unwrap();
+    // Each entry as (zxid, its data's bytes, all equal to zxid as u8).
+    let read_all = |store: &RocksStorage| {
+        let mut got = Vec::new();
+        store
+            .read_log(-1, &mut |e| {
+                assert!(e.data.iter().all(|&b| b == e.zxid as u8) || e.zxid == 81);
+                got.push((e.zxid, e.data.len()));
+                Ok(())
+            })
+            .unwrap();
+        got
+    };
+    let mb = 1 << 20;
+    let mut store = open(dir.path());
+    assert_eq!(
+        read_all(&store),
+        (1..=80).map(|z| (z, mb)).collect::<Vec<_>>()
+    );
+    // The newest segment is past half full: this append starts a new spare over the
+    // stale one, and the next append, too big for the segment, rolls onto it.
+    store
+        .append(
+            &[LogEntry {
+                zxid: 81,
+                data: b"small".to_vec(),
+            }],
+            true,
+        )
+        .unwrap();
+    let big: Vec<LogEntry> = (82..=121)
+        .map(|zxid| LogEntry {
+            zxid,
+            data: vec![zxid as u8; 1 << 20],
+        })
+        .collect();
+    store.append(&big, true).unwrap();
+    let all = segments(dir.path());
+    assert_eq!(all.len(), 3, "rolled to a third segment: {all:?}");
+    assert_eq!(
+        std::fs::metadata(&all[2]).unwrap().len(),
+        txnlog::SEGMENT_TARGET_BYTES
+    );
+    drop(store);
+    let store = open(dir.path());
+    let want: Vec<(i64, usize)> = (1..=121)
+        .map(|z| (z, if z == 81 { 5 } else { mb }))
+        .collect();
+    assert_eq!(read_all(&store), want, "the spare's stale bytes never show");
 }
 
 #[test]

@@ -854,6 +854,8 @@ pub fn newest_txnlog_segment(dirs: &[&Path]) -> Option<PathBuf> {
             p.parent()
                 .and_then(|d| d.file_name())
                 .is_some_and(|n| n == keel::storage::txnlog::TXNLOG_DIR)
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("log."))
         })
         .max()
 }
