@@ -66,7 +66,26 @@ const LOG_LEVEL_KEY: &str = "keel.logLevel";
 /// The system property zkServer.sh fills from `ZOO_LOG4J_PROP` (`LEVEL,APPENDER`).
 const ROOT_LOGGER_PROPERTY: &str = "zookeeper.root.logger";
 
+/// Large transient buffers (1 MB snapshot chunks, big write batches) get their own
+/// mappings, returned to the OS when freed, instead of heap space between znodes.
+///
+/// Why: glibc raises its mmap threshold each time a mapped block is freed (up to
+/// 32 MB), so after the first snapshot chunk every later one came from the heap,
+/// interleaved with the znodes created meanwhile; freed, they left holes the heap
+/// keeps. Measured with 1M znodes of 100 bytes (`compat-tests/bench`): resident memory
+/// 286 -> 257 bytes per znode. A fixed threshold turns that adjustment off
+/// (mallopt(3), M_MMAP_THRESHOLD; the default start value, 128 KiB).
+fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets a glibc allocator parameter; it is called once, first
+    // thing in main, before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+    }
+}
+
 fn main() -> ExitCode {
+    tune_allocator();
     let args = Args::parse();
     let rust_log = std::env::var("RUST_LOG").ok();
     if let Some(Command::ImportZookeeper(a)) = args.command {

@@ -105,14 +105,18 @@ impl<'a> Prep<'a> {
         if let Some((_, v)) = self.outstanding.get(p) {
             return v.clone();
         }
-        self.tree.get(p).map(|n| NodeView {
-            version: n.version(),
-            aversion: n.aversion(),
-            child_creates: n.child_creates(),
-            num_children: n.num_children(),
-            owner: n.ephemeral_owner(),
-            acl: self.tree.acl(n).clone(),
-            data_len: n.data_len() as i64,
+        self.tree.get(p).map(|n| {
+            // One decode of the znode's header (see `tree::Znode`) for all fields.
+            let m = n.meta();
+            NodeView {
+                version: m.version,
+                aversion: m.aversion,
+                child_creates: m.child_creates,
+                num_children: n.num_children(),
+                owner: m.ephemeral_owner,
+                acl: self.tree.acl(n).clone(),
+                data_len: n.data_len() as i64,
+            }
         })
     }
 

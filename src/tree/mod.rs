@@ -202,9 +202,7 @@ impl DataTree {
             return Err(ErrorCode::NodeExists);
         }
         self.modify(parent_path, |parent| {
-            parent.set_num_children(parent.num_children().wrapping_add(1));
-            parent.set_child_creates(parent_creates);
-            parent.set_pzxid(zxid);
+            parent.on_child_created(parent_creates, zxid)
         })
         .ok_or(ErrorCode::NoNode)?;
         let data_len = data.map_or(0, <[u8]>::len) as i64;
@@ -281,11 +279,12 @@ impl DataTree {
         // One new buffer with the new data and Stat, swapped in: two searches of the
         // set (find, replace) instead of a data swap plus a take-and-reinsert.
         let old = self.nodes.get(path.as_bytes()).ok_or(ErrorCode::NoNode)?;
-        let mut node = old.with_data(data);
+        let mut meta = old.meta();
+        meta.version = version;
+        meta.mzxid = zxid;
+        meta.mtime = time_ms;
+        let node = old.with_data_and_meta(data, &meta);
         let delta = node.data_len() as i64 - old.data_len() as i64;
-        node.set_version(version);
-        node.set_mzxid(zxid);
-        node.set_mtime(time_ms);
         let stat = node.stat();
         self.nodes.replace(node);
         self.approximate_data_size += delta;

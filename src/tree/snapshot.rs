@@ -27,15 +27,17 @@ pub fn encode_nodes(
             None => out.int(-1),
         }
         tree.acl(n).as_ref().encode(out);
-        out.put_i64(n.czxid());
-        out.put_i64(n.mzxid());
-        out.put_i64(n.pzxid());
-        out.put_i64(n.ctime());
-        out.put_i64(n.mtime());
-        out.put_i32(n.version());
-        out.put_i32(n.child_creates());
-        out.put_i32(n.aversion());
-        out.put_i64(n.ephemeral_owner());
+        // One decode of the znode's header for all its fields.
+        let m = n.meta();
+        out.put_i64(m.czxid);
+        out.put_i64(m.mzxid);
+        out.put_i64(m.pzxid);
+        out.put_i64(m.ctime);
+        out.put_i64(m.mtime);
+        out.put_i32(m.version);
+        out.put_i32(m.child_creates);
+        out.put_i32(m.aversion);
+        out.put_i64(m.ephemeral_owner);
         if out.len() >= max_bytes {
             return Some(path.to_string());
         }

@@ -2,8 +2,9 @@
 //! single allocation.
 //!
 //! A million-znode tree is mostly znodes, so their layout decides the server's memory
-//! (issue 5). One `Box<[u8]>` holds a fixed little-endian header, then the data, then the
-//! path: one malloc chunk per znode, no separate data buffer, path key or children set.
+//! (issue 5). One `Box<[u8]>` holds the path, a header of varints (the Stat fields, most
+//! of them stored as differences that are zero until the znode changes), then the data:
+//! one malloc chunk per znode, no separate data buffer, path key or children set.
 //! The ACL is an id into the tree's [`AclCache`](super::acl_cache::AclCache), and a
 //! znode's children are the paths below it in the tree's path-ordered set, so only their
 //! count is stored here.
@@ -94,25 +95,93 @@ impl ZnodeMeta {
     }
 }
 
-// Header offsets, bytes. Stat's i32 fields stay i32; the ACL id and data length are u32.
-const CZXID: usize = 0;
-const MZXID: usize = 8;
-const PZXID: usize = 16;
-const CTIME: usize = 24;
-const MTIME: usize = 32;
-const OWNER: usize = 40;
-const VERSION: usize = 48;
-const CHILD_CREATES: usize = 52;
-const AVERSION: usize = 56;
-const NUM_CHILDREN: usize = 60;
-const ACL: usize = 64;
-/// Data length; [`NULL_DATA`] for null data (a client sent a null buffer).
-const DATA_LEN: usize = 68;
-const HEADER: usize = 72;
-/// DATA_LEN value of null data; no real data is this long (jute.maxbuffer is far less).
-const NULL_DATA: u32 = u32::MAX;
+/// A znode's fields besides path and data, as its header encodes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fields {
+    meta: ZnodeMeta,
+    num_children: i32,
+    acl: u32,
+    null_data: bool,
+}
 
-/// A znode: `[header | data | path]` in one boxed slice. Ordered, compared and looked up
+/// Longest header: 11 varints of at most 10 bytes, and the data tag.
+const MAX_HEADER: usize = 11 * 10 + 1;
+
+/// A header being encoded, on the stack.
+struct HeaderBuf {
+    bytes: [u8; MAX_HEADER],
+    len: usize,
+}
+
+impl HeaderBuf {
+    fn encode(f: &Fields) -> HeaderBuf {
+        let mut h = HeaderBuf {
+            bytes: [0; MAX_HEADER],
+            len: 0,
+        };
+        let m = &f.meta;
+        // zxids and times as differences from creation: a znode never changed since
+        // (most of a large tree) stores each as one byte.
+        h.put_signed(m.czxid);
+        h.put_signed(m.mzxid.wrapping_sub(m.czxid));
+        h.put_signed(m.pzxid.wrapping_sub(m.czxid));
+        h.put_signed(m.ctime);
+        h.put_signed(m.mtime.wrapping_sub(m.ctime));
+        h.put_signed(m.version as i64);
+        h.put_signed(m.child_creates as i64);
+        h.put_signed(m.aversion as i64);
+        h.put_signed(f.num_children as i64);
+        h.put_signed(m.ephemeral_owner);
+        h.put(f.acl as u64);
+        h.bytes[h.len] = u8::from(!f.null_data);
+        h.len += 1;
+        h
+    }
+
+    /// LEB128: 7 bits a byte, low first, high bit set on all but the last.
+    fn put(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.bytes[self.len] = v as u8 | 0x80;
+            self.len += 1;
+            v >>= 7;
+        }
+        self.bytes[self.len] = v as u8;
+        self.len += 1;
+    }
+
+    /// Zigzag, so small negative numbers take one byte too.
+    fn put_signed(&mut self, v: i64) {
+        self.put(((v << 1) ^ (v >> 63)) as u64);
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+/// Reads the LEB128 varint at `*at`, moving `*at` past it.
+fn get(b: &[u8], at: &mut usize) -> u64 {
+    let mut v = 0u64;
+    let mut shift = 0u32;
+    loop {
+        let byte = b[*at];
+        *at += 1;
+        v |= u64::from(byte & 0x7f).wrapping_shl(shift);
+        if byte & 0x80 == 0 {
+            return v;
+        }
+        shift += 7;
+    }
+}
+
+fn get_signed(b: &[u8], at: &mut usize) -> i64 {
+    let u = get(b, at);
+    ((u >> 1) as i64) ^ -((u & 1) as i64)
+}
+
+/// A znode: `[path length | path | header | data]` in one boxed slice, the header a
+/// run of varints (see [`HeaderBuf::encode`]): about 20 bytes for a znode with the
+/// common values, where fixed fields took 72. Ordered, compared and looked up
 /// (`Borrow<[u8]>`) by its path bytes, which is what lets the tree be a set of znodes.
 /// The path never changes after construction; data changes build a new znode
 /// ([`Znode::with_data`]). Equality is path equality too, as `Borrow` requires; compare
@@ -130,89 +199,129 @@ impl Znode {
         meta: &ZnodeMeta,
         num_children: i32,
     ) -> Znode {
-        let data_len = data.map_or(0, <[u8]>::len);
-        let mut b = Vec::with_capacity(HEADER + data_len + path.len());
-        b.extend_from_slice(&meta.czxid.to_le_bytes());
-        b.extend_from_slice(&meta.mzxid.to_le_bytes());
-        b.extend_from_slice(&meta.pzxid.to_le_bytes());
-        b.extend_from_slice(&meta.ctime.to_le_bytes());
-        b.extend_from_slice(&meta.mtime.to_le_bytes());
-        b.extend_from_slice(&meta.ephemeral_owner.to_le_bytes());
-        b.extend_from_slice(&meta.version.to_le_bytes());
-        b.extend_from_slice(&meta.child_creates.to_le_bytes());
-        b.extend_from_slice(&meta.aversion.to_le_bytes());
-        b.extend_from_slice(&num_children.to_le_bytes());
-        b.extend_from_slice(&acl.to_le_bytes());
-        // Data longer than u32 cannot arrive: packets are bounded by jute.maxbuffer.
-        let stored_len = data.map_or(NULL_DATA, |d| d.len().min(NULL_DATA as usize - 1) as u32);
-        b.extend_from_slice(&stored_len.to_le_bytes());
-        if let Some(d) = data {
-            b.extend_from_slice(&d[..stored_len as usize]);
-        }
-        b.extend_from_slice(path.as_bytes());
+        let fields = Fields {
+            meta: *meta,
+            num_children,
+            acl,
+            null_data: data.is_none(),
+        };
+        Znode::build(path.as_bytes(), &fields, data.unwrap_or(&[]))
+    }
+
+    fn build(path: &[u8], fields: &Fields, data: &[u8]) -> Znode {
+        let mut len = HeaderBuf {
+            bytes: [0; MAX_HEADER],
+            len: 0,
+        };
+        len.put(path.len() as u64);
+        let header = HeaderBuf::encode(fields);
+        // Exactly sized: the allocation is the znode's whole memory.
+        let mut b = Vec::with_capacity(len.len + path.len() + header.len + data.len());
+        b.extend_from_slice(len.as_slice());
+        b.extend_from_slice(path);
+        b.extend_from_slice(header.as_slice());
+        b.extend_from_slice(data);
         Znode(b.into_boxed_slice())
     }
 
     /// This znode with `data` instead of its own; everything else equal.
     pub fn with_data(&self, data: Option<&[u8]>) -> Znode {
-        Znode::new(
-            self.path(),
-            data,
-            self.acl_id(),
-            &self.meta(),
-            self.num_children(),
-        )
+        let (mut fields, _) = self.fields();
+        fields.null_data = data.is_none();
+        Znode::build(self.path_bytes(), &fields, data.unwrap_or(&[]))
     }
 
-    fn i64_at(&self, at: usize) -> i64 {
-        let mut b = [0; 8];
-        b.copy_from_slice(&self.0[at..at + 8]);
-        i64::from_le_bytes(b)
+    /// This znode with `data` and the persisted fields `meta`; children and ACL kept.
+    pub fn with_data_and_meta(&self, data: Option<&[u8]>, meta: &ZnodeMeta) -> Znode {
+        let (mut fields, _) = self.fields();
+        fields.null_data = data.is_none();
+        fields.meta = *meta;
+        Znode::build(self.path_bytes(), &fields, data.unwrap_or(&[]))
     }
 
-    fn i32_at(&self, at: usize) -> i32 {
-        let mut b = [0; 4];
-        b.copy_from_slice(&self.0[at..at + 4]);
-        i32::from_le_bytes(b)
+    /// Where the header starts (just past the path).
+    fn header_start(&self) -> usize {
+        let mut at = 0;
+        let len = get(&self.0, &mut at) as usize;
+        at + len
     }
 
-    fn set_i64(&mut self, at: usize, v: i64) {
-        self.0[at..at + 8].copy_from_slice(&v.to_le_bytes());
+    /// The header's fields and the offset just past the header (where data starts).
+    fn fields(&self) -> (Fields, usize) {
+        let b = &self.0[..];
+        let mut at = self.header_start();
+        let czxid = get_signed(b, &mut at);
+        let mzxid = czxid.wrapping_add(get_signed(b, &mut at));
+        let pzxid = czxid.wrapping_add(get_signed(b, &mut at));
+        let ctime = get_signed(b, &mut at);
+        let mtime = ctime.wrapping_add(get_signed(b, &mut at));
+        let version = get_signed(b, &mut at) as i32;
+        let child_creates = get_signed(b, &mut at) as i32;
+        let aversion = get_signed(b, &mut at) as i32;
+        let num_children = get_signed(b, &mut at) as i32;
+        let ephemeral_owner = get_signed(b, &mut at);
+        let acl = get(b, &mut at) as u32;
+        let null_data = b[at] == 0;
+        at += 1;
+        let meta = ZnodeMeta {
+            czxid,
+            mzxid,
+            pzxid,
+            ctime,
+            mtime,
+            version,
+            child_creates,
+            aversion,
+            ephemeral_owner,
+        };
+        let fields = Fields {
+            meta,
+            num_children,
+            acl,
+            null_data,
+        };
+        (fields, at)
     }
 
-    fn set_i32(&mut self, at: usize, v: i32) {
-        self.0[at..at + 4].copy_from_slice(&v.to_le_bytes());
-    }
-
-    /// The stored data length field (`NULL_DATA` for null).
-    fn stored_data_len(&self) -> u32 {
-        self.i32_at(DATA_LEN) as u32
+    /// Changes header fields: in place when the new header is as long as the old,
+    /// else into a new allocation (a field that grew past its varint's bytes).
+    fn update(&mut self, f: impl FnOnce(&mut Fields)) {
+        let start = self.header_start();
+        let (mut fields, end) = self.fields();
+        f(&mut fields);
+        let header = HeaderBuf::encode(&fields);
+        if header.len == end - start {
+            self.0[start..end].copy_from_slice(header.as_slice());
+        } else {
+            let mut b = Vec::with_capacity(self.0.len() - (end - start) + header.len);
+            b.extend_from_slice(&self.0[..start]);
+            b.extend_from_slice(header.as_slice());
+            b.extend_from_slice(&self.0[end..]);
+            self.0 = b.into_boxed_slice();
+        }
     }
 
     /// Data length in bytes (0 for null data).
     pub fn data_len(&self) -> usize {
-        match self.stored_data_len() {
-            NULL_DATA => 0,
-            n => n as usize,
-        }
+        self.0.len() - self.fields().1
     }
 
     /// The data; `None` for null data.
     pub fn data(&self) -> Option<&[u8]> {
-        match self.stored_data_len() {
-            NULL_DATA => None,
-            n => Some(&self.0[HEADER..HEADER + n as usize]),
-        }
+        let (fields, at) = self.fields();
+        (!fields.null_data).then(|| &self.0[at..])
     }
 
     /// The data as bytes, null read as empty.
     pub fn data_bytes(&self) -> &[u8] {
-        self.data().unwrap_or(&[])
+        &self.0[self.fields().1..]
     }
 
     /// The path's bytes, the znode's identity in the tree.
     pub fn path_bytes(&self) -> &[u8] {
-        &self.0[HEADER + self.data_len()..]
+        let mut at = 0;
+        let len = get(&self.0, &mut at) as usize;
+        &self.0[at..at + len]
     }
 
     /// The absolute path. Built from a `&str`, so always UTF-8.
@@ -221,107 +330,96 @@ impl Znode {
     }
 
     pub fn czxid(&self) -> i64 {
-        self.i64_at(CZXID)
+        self.fields().0.meta.czxid
     }
     pub fn mzxid(&self) -> i64 {
-        self.i64_at(MZXID)
+        self.fields().0.meta.mzxid
     }
     pub fn pzxid(&self) -> i64 {
-        self.i64_at(PZXID)
+        self.fields().0.meta.pzxid
     }
     /// ms since the epoch.
     pub fn ctime(&self) -> i64 {
-        self.i64_at(CTIME)
+        self.fields().0.meta.ctime
     }
     /// ms since the epoch.
     pub fn mtime(&self) -> i64 {
-        self.i64_at(MTIME)
+        self.fields().0.meta.mtime
     }
     /// dataVersion.
     pub fn version(&self) -> i32 {
-        self.i32_at(VERSION)
+        self.fields().0.meta.version
     }
     /// Child creations (ZooKeeper's stored cversion), see [`ZnodeMeta`].
     pub fn child_creates(&self) -> i32 {
-        self.i32_at(CHILD_CREATES)
+        self.fields().0.meta.child_creates
     }
     /// aclVersion.
     pub fn aversion(&self) -> i32 {
-        self.i32_at(AVERSION)
+        self.fields().0.meta.aversion
     }
     /// Children in the tree now.
     pub fn num_children(&self) -> i32 {
-        self.i32_at(NUM_CHILDREN)
+        self.fields().0.num_children
     }
     /// Raw ephemeralOwner, including the container and TTL encodings.
     pub fn ephemeral_owner(&self) -> i64 {
-        self.i64_at(OWNER)
+        self.fields().0.meta.ephemeral_owner
     }
     /// The ACL's id in the tree's ACL cache.
     pub fn acl_id(&self) -> u32 {
-        self.i32_at(ACL) as u32
+        self.fields().0.acl
     }
 
-    pub(super) fn set_mzxid(&mut self, v: i64) {
-        self.set_i64(MZXID, v)
-    }
     pub(super) fn set_pzxid(&mut self, v: i64) {
-        self.set_i64(PZXID, v)
-    }
-    pub(super) fn set_mtime(&mut self, v: i64) {
-        self.set_i64(MTIME, v)
-    }
-    pub(super) fn set_version(&mut self, v: i32) {
-        self.set_i32(VERSION, v)
-    }
-    pub(super) fn set_child_creates(&mut self, v: i32) {
-        self.set_i32(CHILD_CREATES, v)
+        self.update(|f| f.meta.pzxid = v)
     }
     pub(super) fn set_aversion(&mut self, v: i32) {
-        self.set_i32(AVERSION, v)
+        self.update(|f| f.meta.aversion = v)
     }
     pub(super) fn set_num_children(&mut self, v: i32) {
-        self.set_i32(NUM_CHILDREN, v)
+        self.update(|f| f.num_children = v)
     }
     pub(super) fn set_acl_id(&mut self, v: u32) {
-        self.set_i32(ACL, v as i32)
+        self.update(|f| f.acl = v)
+    }
+    /// A child was created at `zxid`: numChildren one up, child-create count
+    /// `child_creates`, pzxid `zxid` (one header rewrite for the three).
+    pub(super) fn on_child_created(&mut self, child_creates: i32, zxid: i64) {
+        self.update(|f| {
+            f.num_children = f.num_children.wrapping_add(1);
+            f.meta.child_creates = child_creates;
+            f.meta.pzxid = zxid;
+        })
     }
 
     /// The persisted fixed-size fields.
     pub fn meta(&self) -> ZnodeMeta {
-        ZnodeMeta {
-            czxid: self.czxid(),
-            mzxid: self.mzxid(),
-            pzxid: self.pzxid(),
-            ctime: self.ctime(),
-            mtime: self.mtime(),
-            version: self.version(),
-            child_creates: self.child_creates(),
-            aversion: self.aversion(),
-            ephemeral_owner: self.ephemeral_owner(),
-        }
+        self.fields().0.meta
     }
 
     /// The Stat a client sees: containers and TTL nodes show ephemeralOwner 0, and
     /// cversion counts child creates plus deletes.
     pub fn stat(&self) -> Stat {
-        let owner = match self.owner() {
+        let (f, data_at) = self.fields();
+        let m = &f.meta;
+        let owner = match Owner::from_raw(m.ephemeral_owner) {
             Owner::Session(s) => s,
             _ => 0,
         };
-        let n = self.num_children();
+        let n = f.num_children;
         Stat {
-            czxid: self.czxid(),
-            mzxid: self.mzxid(),
-            ctime: self.ctime(),
-            mtime: self.mtime(),
-            version: self.version(),
-            cversion: self.child_creates().wrapping_mul(2).wrapping_sub(n),
-            aversion: self.aversion(),
+            czxid: m.czxid,
+            mzxid: m.mzxid,
+            ctime: m.ctime,
+            mtime: m.mtime,
+            version: m.version,
+            cversion: m.child_creates.wrapping_mul(2).wrapping_sub(n),
+            aversion: m.aversion,
             ephemeral_owner: owner,
-            data_length: self.data_len() as i32,
+            data_length: (self.0.len() - data_at) as i32,
             num_children: n,
-            pzxid: self.pzxid(),
+            pzxid: m.pzxid,
         }
     }
 
@@ -407,5 +505,60 @@ mod tests {
         assert_eq!((e.data(), e.path()), (Some(&b""[..]), "/e"));
         assert_eq!(n.stat().ephemeral_owner, 0);
         assert_eq!(n.stat().cversion, 7 * 2 - 2);
+    }
+
+    #[test]
+    fn every_field_keeps_its_extremes_and_grows_in_place_or_moves() {
+        let long_path = format!("/{}", "p".repeat(300));
+        for v in [i64::MIN, -1, 0, 1, 127, 128, i64::MAX] {
+            let meta = ZnodeMeta {
+                czxid: v,
+                mzxid: v.wrapping_neg(),
+                pzxid: v ^ 0x5555,
+                ctime: v.rotate_left(7),
+                mtime: -v.rotate_left(3),
+                version: v as i32,
+                child_creates: (v >> 32) as i32,
+                aversion: !(v as i32),
+                ephemeral_owner: v,
+            };
+            for path in ["/", "/a", long_path.as_str()] {
+                for data in [None, Some(&b""[..]), Some(&[7u8; 200][..])] {
+                    let mut n = Znode::new(path, data, v as u32, &meta, v as i32);
+                    assert_eq!(n.meta(), meta);
+                    assert_eq!((n.path(), n.data(), n.acl_id()), (path, data, v as u32));
+                    assert_eq!(n.num_children(), v as i32);
+                    assert_eq!(n.data_len(), data.map_or(0, <[u8]>::len));
+                    // Small to large and back: the header changes length both ways.
+                    for pzxid in [i64::MAX, meta.czxid, i64::MIN] {
+                        n.set_pzxid(pzxid);
+                        assert_eq!(n.pzxid(), pzxid);
+                        assert_eq!(
+                            (n.meta().mzxid, n.path(), n.data()),
+                            (meta.mzxid, path, data)
+                        );
+                    }
+                    n.on_child_created(5, 9);
+                    assert_eq!(
+                        (n.num_children(), n.child_creates(), n.pzxid()),
+                        ((v as i32).wrapping_add(1), 5, 9)
+                    );
+                    assert_eq!(n.data(), data);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_unchanged_znode_header_is_small() {
+        // A znode as a client creates it: zxid of epoch 1, a current time in ms, no
+        // owner, the first ACL. Path-length byte, path, header, data.
+        let meta = ZnodeMeta::created(0, (1 << 32) + 12345, 1_764_500_000_000);
+        let n = Znode::new("/bench/k0000123", Some(&[b'x'; 100]), 1, &meta, 0);
+        let header = n.allocated_len() - 1 - "/bench/k0000123".len() - 100;
+        assert!(
+            header <= 21,
+            "header {header} bytes (the fixed layout took 72)"
+        );
     }
 }
