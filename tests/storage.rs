@@ -740,6 +740,75 @@ fn txnlog_spare_segment_is_prepared_ahead_and_a_stale_one_is_never_read() {
     assert_eq!(read_all(&store), want, "the spare's stale bytes never show");
 }
 
+/// Opens the two-segment store in `dir`, appends a small txn 81 (the newest segment is
+/// past half full, so a spare is prepared) and then 40 MB (txns 82..=121, a roll).
+/// Returns the segments after.
+fn roll_once_more(dir: &Path) -> Vec<PathBuf> {
+    let mut store = open(dir);
+    store
+        .append(
+            &[LogEntry {
+                zxid: 81,
+                data: b"small".to_vec(),
+            }],
+            true,
+        )
+        .unwrap();
+    let big: Vec<LogEntry> = (82..=121)
+        .map(|zxid| LogEntry {
+            zxid,
+            data: vec![zxid as u8; 1 << 20],
+        })
+        .collect();
+    store.append(&big, true).unwrap();
+    drop(store);
+    let mut zxids = Vec::new();
+    open(dir)
+        .read_log(-1, &mut |e| {
+            zxids.push(e.zxid);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(zxids, (1..=121).collect::<Vec<_>>());
+    segments(dir)
+}
+
+#[test]
+fn txnlog_spare_is_deleted_at_a_clean_stop_and_a_bad_one_only_costs_time() {
+    let dir = TempDir::new("txnlog-spare-bad");
+    let mut store = two_segments(dir.path());
+    let spare = dir.path().join(txnlog::TXNLOG_DIR).join(txnlog::SPARE_NAME);
+    assert!(spare.exists());
+    store.close().unwrap();
+    drop(store);
+    assert!(
+        !spare.exists(),
+        "a clean stop leaves segments only (older keels refuse others)"
+    );
+
+    // A directory in its place: the spare cannot be made, the roll makes the segment.
+    std::fs::create_dir(&spare).unwrap();
+    let all = roll_once_more(dir.path());
+    assert_eq!(all.len(), 3, "{all:?}");
+    std::fs::remove_dir(&spare).unwrap();
+
+    // A symlink in its place is replaced, never followed.
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, b"not the log's").unwrap();
+    let dir2 = TempDir::new("txnlog-spare-link");
+    drop(two_segments(dir2.path()));
+    let spare2 = dir2
+        .path()
+        .join(txnlog::TXNLOG_DIR)
+        .join(txnlog::SPARE_NAME);
+    std::fs::remove_file(&spare2).unwrap();
+    std::os::unix::fs::symlink(&victim, &spare2).unwrap();
+    let all = roll_once_more(dir2.path());
+    assert_eq!(std::fs::read(&victim).unwrap(), b"not the log's");
+    let newest = std::fs::symlink_metadata(&all[2]).unwrap();
+    assert!(newest.file_type().is_file(), "{:?}", newest.file_type());
+}
+
 #[test]
 fn txnlog_purge_deletes_whole_segments() {
     let dir = TempDir::new("txnlog-purge");

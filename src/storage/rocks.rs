@@ -397,6 +397,7 @@ impl Storage for RocksStorage {
             return Ok(());
         }
         self.txnlog.sync()?;
+        self.txnlog.discard_spare()?;
         let mut flush = rocksdb::FlushOptions::default();
         flush.set_wait(true);
         for name in COLUMN_FAMILIES {

@@ -22,7 +22,8 @@
 //!   with [`SEGMENT_MAGIC`] and its first zxid (16 bytes), then appends back to back,
 //!   then zeros.
 //! - [`SPARE_NAME`], when present, is the next segment being prepared: never read; a
-//!   later open ignores it and the next preparation starts it over.
+//!   later open ignores it, the next preparation replaces it, a clean stop deletes it.
+//!   If it cannot be prepared (a WARN names it), the roll makes the segment itself.
 //! - An append (one [`TxnLog::append`] call) is a 48-byte header — magic
 //!   [`APPEND_MAGIC`], CRC-32 of the other 44 header bytes, body length (u64), CRC-32
 //!   of the body, entry count (u32), first and last zxid, and the *durable mark*: the
@@ -283,11 +284,23 @@ impl TxnLog {
             old.sync_data()?;
         }
         let path = self.dir.join(segment_name(zxid));
-        let file = match self.spare.take() {
-            Some(preparing) => {
-                let spare = preparing.join().map_err(|_| {
-                    StorageError::Backend("the txn log's spare segment thread panicked".into())
-                })??;
+        let spare_path = self.dir.join(SPARE_NAME);
+        let spare = match self.spare.take().map(|preparing| preparing.join()) {
+            None => None,
+            Some(Ok(Ok(file))) => Some(file),
+            // The spare only saves time: without it the segment is made here, as when
+            // there is none yet, and that reports any error that really stops writes.
+            Some(Ok(Err(e))) => {
+                tracing::warn!(file = %spare_path.display(), error = %e, "could not prepare the next txn log segment ahead; creating it now");
+                None
+            }
+            Some(Err(_)) => {
+                tracing::warn!(file = %spare_path.display(), "the thread preparing the next txn log segment panicked; creating it now");
+                None
+            }
+        };
+        let file = match spare {
+            Some(spare) => {
                 spare.write_all_at(&segment_header(zxid), 0)?;
                 spare.sync_data()?;
                 // Refuses to replace: a segment of that name is a file this log did
@@ -300,7 +313,7 @@ impl TxnLog {
                             .to_owned(),
                     });
                 }
-                std::fs::rename(self.dir.join(SPARE_NAME), &path)?;
+                std::fs::rename(&spare_path, &path)?;
                 spare
             }
             None => {
@@ -394,6 +407,23 @@ impl TxnLog {
         }))
     }
 
+    /// At a clean stop: waits for a spare being prepared and deletes it, so the
+    /// directory holds segments only (an older keel refuses any other file).
+    ///
+    /// Errors: I/O errors deleting it.
+    pub fn discard_spare(&mut self) -> Result<(), StorageError> {
+        if let Some(preparing) = self.spare.take() {
+            let _ = preparing.join();
+        }
+        if !self.read_only {
+            match std::fs::remove_file(self.dir.join(SPARE_NAME)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     /// Syncs the last segment (a clean stop after unsynced appends).
     ///
     /// Errors: I/O errors.
@@ -450,23 +480,32 @@ fn list_segments(dir: &Path) -> Result<Vec<Segment>, StorageError> {
     Ok(segments)
 }
 
-/// Starts a thread that writes [`SEGMENT_TARGET_BYTES`] of zeros to `path` (created
-/// or truncated), syncing every [`SPARE_SYNC_STEP_BYTES`], and returns the open file.
+/// Starts a thread that writes [`SEGMENT_TARGET_BYTES`] of zeros to a new file at
+/// `path`, syncing every [`SPARE_SYNC_STEP_BYTES`], and returns the open file. Whatever
+/// was at `path` is unlinked first and the file made with O_EXCL, so a symlink planted
+/// there is never followed. Errors name `path`.
 fn prepare_spare(path: PathBuf) -> std::io::Result<std::thread::JoinHandle<std::io::Result<File>>> {
     std::thread::Builder::new()
         .name("keel-txnlog-spare".into())
         .spawn(move || {
+            let named = |e: std::io::Error| {
+                std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+            };
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(named(e)),
+                _ => {}
+            }
             let file = OpenOptions::new()
                 .read(true)
                 .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&path)?;
+                .create_new(true)
+                .open(&path)
+                .map_err(named)?;
             let mut done = 0;
             while done < SEGMENT_TARGET_BYTES {
                 let n = SPARE_SYNC_STEP_BYTES.min(SEGMENT_TARGET_BYTES - done);
-                zero_fill(&file, done, n)?;
-                file.sync_data()?;
+                zero_fill(&file, done, n).map_err(named)?;
+                file.sync_data().map_err(named)?;
                 done += n;
             }
             Ok(file)
