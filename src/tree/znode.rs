@@ -239,10 +239,23 @@ impl Znode {
         Znode::build(self.path_bytes(), &fields, data.unwrap_or(&[]))
     }
 
+    /// The path's offset and length. Hot: every comparison in a tree search asks.
+    #[inline]
+    fn path_range(&self) -> (usize, usize) {
+        match self.0[0] {
+            // One length byte: paths shorter than 128 bytes, nearly all of them.
+            len @ 0..0x80 => (1, len as usize),
+            _ => {
+                let mut at = 0;
+                let len = get(&self.0, &mut at) as usize;
+                (at, len)
+            }
+        }
+    }
+
     /// Where the header starts (just past the path).
     fn header_start(&self) -> usize {
-        let mut at = 0;
-        let len = get(&self.0, &mut at) as usize;
+        let (at, len) = self.path_range();
         at + len
     }
 
@@ -318,9 +331,9 @@ impl Znode {
     }
 
     /// The path's bytes, the znode's identity in the tree.
+    #[inline]
     pub fn path_bytes(&self) -> &[u8] {
-        let mut at = 0;
-        let len = get(&self.0, &mut at) as usize;
+        let (at, len) = self.path_range();
         &self.0[at..at + len]
     }
 
