@@ -690,59 +690,40 @@ fn txnlog_spare_segment_is_prepared_ahead_and_a_stale_one_is_never_read() {
     );
     // What a crash in mid-preparation might leave, made worse: bytes that are not zeros.
     std::fs::write(&spare, vec![0xa5; 3 << 20]).unwrap();
-    // Each entry as (zxid, its data's bytes, all equal to zxid as u8).
-    let read_all = |store: &RocksStorage| {
-        let mut got = Vec::new();
-        store
-            .read_log(-1, &mut |e| {
-                assert!(e.data.iter().all(|&b| b == e.zxid as u8) || e.zxid == 81);
-                got.push((e.zxid, e.data.len()));
-                Ok(())
-            })
-            .unwrap();
-        got
-    };
-    let mb = 1 << 20;
-    let mut store = open(dir.path());
     assert_eq!(
-        read_all(&store),
-        (1..=80).map(|z| (z, mb)).collect::<Vec<_>>()
+        read_big(&open(dir.path())),
+        (1..=80).map(|z| (z, 1 << 20)).collect::<Vec<_>>()
     );
-    // The newest segment is past half full: this append starts a new spare over the
-    // stale one, and the next append, too big for the segment, rolls onto it.
-    store
-        .append(
-            &[LogEntry {
-                zxid: 81,
-                data: b"small".to_vec(),
-            }],
-            true,
-        )
-        .unwrap();
-    let big: Vec<LogEntry> = (82..=121)
-        .map(|zxid| LogEntry {
-            zxid,
-            data: vec![zxid as u8; 1 << 20],
-        })
-        .collect();
-    store.append(&big, true).unwrap();
-    let all = segments(dir.path());
+    // The spare is prepared again over the stale one, and the roll uses it.
+    let all = roll_once_more(dir.path());
     assert_eq!(all.len(), 3, "rolled to a third segment: {all:?}");
     assert_eq!(
         std::fs::metadata(&all[2]).unwrap().len(),
         txnlog::SEGMENT_TARGET_BYTES
     );
-    drop(store);
-    let store = open(dir.path());
-    let want: Vec<(i64, usize)> = (1..=121)
-        .map(|z| (z, if z == 81 { 5 } else { mb }))
-        .collect();
-    assert_eq!(read_all(&store), want, "the spare's stale bytes never show");
+}
+
+/// Each entry of a store written with `two_segments` and `roll_once_more` as (zxid,
+/// data length), checking every data byte is the zxid's low byte (txn 81 excepted).
+fn read_big(store: &RocksStorage) -> Vec<(i64, usize)> {
+    let mut got = Vec::new();
+    store
+        .read_log(-1, &mut |e| {
+            assert!(
+                e.zxid == 81 || e.data.iter().all(|&b| b == e.zxid as u8),
+                "data of zxid {}",
+                e.zxid
+            );
+            got.push((e.zxid, e.data.len()));
+            Ok(())
+        })
+        .unwrap();
+    got
 }
 
 /// Opens the two-segment store in `dir`, appends a small txn 81 (the newest segment is
-/// past half full, so a spare is prepared) and then 40 MB (txns 82..=121, a roll).
-/// Returns the segments after.
+/// past half full, so a spare is prepared) and then 40 MB (txns 82..=121, a roll);
+/// checks every txn reads back after a reopen. Returns the segments after.
 fn roll_once_more(dir: &Path) -> Vec<PathBuf> {
     let mut store = open(dir);
     store
@@ -762,14 +743,10 @@ fn roll_once_more(dir: &Path) -> Vec<PathBuf> {
         .collect();
     store.append(&big, true).unwrap();
     drop(store);
-    let mut zxids = Vec::new();
-    open(dir)
-        .read_log(-1, &mut |e| {
-            zxids.push(e.zxid);
-            Ok(())
-        })
-        .unwrap();
-    assert_eq!(zxids, (1..=121).collect::<Vec<_>>());
+    let want: Vec<(i64, usize)> = (1..=121)
+        .map(|z| (z, if z == 81 { 5 } else { 1 << 20 }))
+        .collect();
+    assert_eq!(read_big(&open(dir)), want, "no stale spare bytes show");
     segments(dir)
 }
 
