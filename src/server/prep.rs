@@ -107,15 +107,15 @@ impl<'a> Prep<'a> {
         }
         self.tree.get(p).map(|n| {
             // One decode of the znode's header (see `tree::Znode`) for all fields.
-            let m = n.meta();
+            let h = n.header();
             NodeView {
-                version: m.version,
-                aversion: m.aversion,
-                child_creates: m.child_creates,
-                num_children: n.num_children(),
-                owner: m.ephemeral_owner,
-                acl: self.tree.acl(n).clone(),
-                data_len: n.data_len() as i64,
+                version: h.meta.version,
+                aversion: h.meta.aversion,
+                child_creates: h.meta.child_creates,
+                num_children: h.num_children,
+                owner: h.meta.ephemeral_owner,
+                acl: self.tree.acl_by_id(h.acl_id).clone(),
+                data_len: h.data_len as i64,
             }
         })
     }

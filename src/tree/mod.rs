@@ -19,7 +19,7 @@ use jute::{Acl, Id, Stat};
 use quota::StatsTrack;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-pub use znode::{Owner, Znode, ZnodeMeta};
+pub use znode::{Owner, Znode, ZnodeHeader, ZnodeMeta};
 
 /// The tree of znodes.
 #[derive(Debug)]
@@ -109,7 +109,12 @@ impl DataTree {
 
     /// The ACL `node` carries.
     pub fn acl(&self, node: &Znode) -> &Arc<Vec<Acl>> {
-        self.acls.get(node.acl_id())
+        self.acl_by_id(node.acl_id())
+    }
+
+    /// The ACL with id `id` (a [`ZnodeHeader::acl_id`]).
+    pub fn acl_by_id(&self, id: u32) -> &Arc<Vec<Acl>> {
+        self.acls.get(id)
     }
 
     /// The child names of `path`, in name order (nothing if it has no znode).

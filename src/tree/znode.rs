@@ -95,6 +95,18 @@ impl ZnodeMeta {
     }
 }
 
+/// A znode's fields besides path and data, decoded ([`Znode::header`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ZnodeHeader {
+    pub meta: ZnodeMeta,
+    /// Children in the tree now.
+    pub num_children: i32,
+    /// The ACL's id in the tree's ACL cache.
+    pub acl_id: u32,
+    /// Data length in bytes (0 for null data).
+    pub data_len: usize,
+}
+
 /// A znode's fields besides path and data, as its header encodes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Fields {
@@ -114,11 +126,15 @@ struct HeaderBuf {
 }
 
 impl HeaderBuf {
-    fn encode(f: &Fields) -> HeaderBuf {
-        let mut h = HeaderBuf {
+    fn new() -> HeaderBuf {
+        HeaderBuf {
             bytes: [0; MAX_HEADER],
             len: 0,
-        };
+        }
+    }
+
+    fn encode(f: &Fields) -> HeaderBuf {
+        let mut h = HeaderBuf::new();
         let m = &f.meta;
         // zxids and times as differences from creation: a znode never changed since
         // (most of a large tree) stores each as one byte.
@@ -209,10 +225,7 @@ impl Znode {
     }
 
     fn build(path: &[u8], fields: &Fields, data: &[u8]) -> Znode {
-        let mut len = HeaderBuf {
-            bytes: [0; MAX_HEADER],
-            len: 0,
-        };
+        let mut len = HeaderBuf::new();
         len.put(path.len() as u64);
         let header = HeaderBuf::encode(fields);
         // Exactly sized: the allocation is the znode's whole memory.
@@ -226,17 +239,32 @@ impl Znode {
 
     /// This znode with `data` instead of its own; everything else equal.
     pub fn with_data(&self, data: Option<&[u8]>) -> Znode {
-        let (mut fields, _) = self.fields();
-        fields.null_data = data.is_none();
-        Znode::build(self.path_bytes(), &fields, data.unwrap_or(&[]))
+        self.rebuilt(data, |_| {})
     }
 
     /// This znode with `data` and the persisted fields `meta`; children and ACL kept.
     pub fn with_data_and_meta(&self, data: Option<&[u8]>, meta: &ZnodeMeta) -> Znode {
+        self.rebuilt(data, |m| *m = *meta)
+    }
+
+    /// A new allocation with `data` and the persisted fields as `change` leaves them.
+    fn rebuilt(&self, data: Option<&[u8]>, change: impl FnOnce(&mut ZnodeMeta)) -> Znode {
         let (mut fields, _) = self.fields();
         fields.null_data = data.is_none();
-        fields.meta = *meta;
+        change(&mut fields.meta);
         Znode::build(self.path_bytes(), &fields, data.unwrap_or(&[]))
+    }
+
+    /// Everything but path and data, decoded once, for callers that need several
+    /// fields (each single-field getter decodes the header again).
+    pub fn header(&self) -> ZnodeHeader {
+        let (f, data_at) = self.fields();
+        ZnodeHeader {
+            meta: f.meta,
+            num_children: f.num_children,
+            acl_id: f.acl,
+            data_len: self.0.len() - data_at,
+        }
     }
 
     /// The path's offset and length. Hot: every comparison in a tree search asks.
@@ -542,6 +570,12 @@ mod tests {
                     assert_eq!((n.path(), n.data(), n.acl_id()), (path, data, v as u32));
                     assert_eq!(n.num_children(), v as i32);
                     assert_eq!(n.data_len(), data.map_or(0, <[u8]>::len));
+                    let h = n.header();
+                    assert_eq!(
+                        (h.meta, h.num_children, h.acl_id),
+                        (meta, v as i32, v as u32)
+                    );
+                    assert_eq!(h.data_len, n.data_len());
                     // Small to large and back: the header changes length both ways.
                     for pzxid in [i64::MAX, meta.czxid, i64::MIN] {
                         n.set_pzxid(pzxid);
