@@ -709,12 +709,12 @@ fn marker_key(zxid: i64) -> String {
     format!("{SNAPSHOT_MARKER_PREFIX}{zxid:016x}")
 }
 
-/// The options of every open, read-write or read-only. One place on purpose: a
-/// read-only open whose options differ from the read-write ones (WAL tracking off) makes
-/// RocksDB 11.8 try to edit the MANIFEST it cannot write, and crash.
 /// Memory for all memtables together, bytes.
 const MEMTABLE_BUDGET_BYTES: usize = 16 << 20;
 
+/// The options of every open, read-write or read-only. One place on purpose: a
+/// read-only open whose options differ from the read-write ones (WAL tracking off) makes
+/// RocksDB 11.8 try to edit the MANIFEST it cannot write, and crash.
 fn db_options(wal_dir: Option<&Path>) -> Options {
     let mut opts = Options::default();
     opts.set_wal_recovery_mode(DBRecoveryMode::TolerateCorruptedTailRecords);
