@@ -374,6 +374,11 @@ pub struct Config {
     pub max_session_timeout_ms: u32,
     /// `globalOutstandingLimit`: requests queued before the server throttles reads (1000).
     pub global_outstanding_limit: u32,
+    /// `keel.busyPollUs` (keel's own): how long, in microseconds, a lowest-priority
+    /// thread keeps a CPU awake after client activity or a txn log sync, so the next
+    /// packet or disk completion is not delayed by waking a halted CPU (see
+    /// `net::busy_poll`). 0 turns it off. Default [`DEFAULT_BUSY_POLL_US`].
+    pub busy_poll_us: u64,
     /// `snapCount`: transactions between snapshots (100000; ZooKeeper raises values
     /// below 2 to 2).
     pub snap_count: u64,
@@ -463,6 +468,7 @@ impl Default for Config {
             max_session_timeout_ms: 20 * tick_time_ms,
             global_outstanding_limit: 1000,
             snap_count: 100_000,
+            busy_poll_us: DEFAULT_BUSY_POLL_US,
             autopurge_snap_retain_count: 3,
             autopurge_purge_interval_hours: 0,
             four_letter_words: FourLetterWhitelist::default(),
@@ -491,6 +497,11 @@ impl Default for Config {
         }
     }
 }
+
+/// `keel.busyPollUs` when zoo.cfg does not set it, microseconds.
+pub const DEFAULT_BUSY_POLL_US: u64 = 200;
+/// The largest `keel.busyPollUs` accepted (100 ms): a longer window only burns CPU.
+pub const MAX_BUSY_POLL_US: u64 = 100_000;
 
 /// ZooKeeper's own keys (parsed by `QuorumPeerConfig`) that keel accepts but does not
 /// use; listed so their values are still checked the way ZooKeeper checks them.
@@ -764,6 +775,13 @@ impl Config {
             "clientPortAddress" => self.client_port_address = Some(value.to_string()),
             "secureClientPort" => self.secure_client_port = parse_optional_port(value)?,
             "maxClientCnxns" => self.max_client_cnxns = parse_u32(value)?,
+            "keel.busyPollUs" => {
+                let us = value.parse::<u64>().map_err(|_| not_integer(value))?;
+                if us > MAX_BUSY_POLL_US {
+                    return Err(format!("at most {MAX_BUSY_POLL_US} (microseconds)"));
+                }
+                self.busy_poll_us = us;
+            }
             "minSessionTimeout" => pending.min_session_timeout_ms = Some(parse_u32(value)?),
             "maxSessionTimeout" => pending.max_session_timeout_ms = Some(parse_u32(value)?),
             "autopurge.snapRetainCount" => {
@@ -1943,6 +1961,28 @@ mod tests {
         assert_eq!(
             split_shell_words(r#" a  "b \" c" 'd e'f\ g "#),
             ["a", "b \" c", "d ef g"]
+        );
+    }
+
+    #[test]
+    fn busy_poll_window_is_parsed_bounded_and_defaulted() {
+        assert_eq!(parse("dataDir=/d\n").busy_poll_us, DEFAULT_BUSY_POLL_US);
+        let c = parse("dataDir=/d\nkeel.busyPollUs=0\n");
+        assert_eq!(c.busy_poll_us, 0);
+        assert!(c.unknown_keys.is_empty(), "{:?}", c.unknown_keys);
+        assert_eq!(parse("dataDir=/d\nkeel.busyPollUs=750\n").busy_poll_us, 750);
+        assert_eq!(
+            error("dataDir=/d\nkeel.busyPollUs=-1\n"),
+            "zoo.cfg line 2: bad value \"-1\" for keel.busyPollUs: out of range"
+        );
+        assert_eq!(
+            error("dataDir=/d\nkeel.busyPollUs=fast\n"),
+            "zoo.cfg line 2: bad value \"fast\" for keel.busyPollUs: not an integer"
+        );
+        assert_eq!(
+            error("dataDir=/d\nkeel.busyPollUs=100001\n"),
+            "zoo.cfg line 2: bad value \"100001\" for keel.busyPollUs: \
+             at most 100000 (microseconds)"
         );
     }
 

@@ -7,6 +7,7 @@
 
 use crate::admin::{fourlw, snapshot};
 use crate::config::Config;
+use crate::net::busy_poll::BusyPoll;
 use crate::net::{persist, tls};
 use crate::proto::opcode as op;
 use crate::proto::Request;
@@ -177,6 +178,9 @@ pub async fn run(
     let storage_stats = server.stats.metrics.storage.clone();
     let chunk_slots = Arc::new(Semaphore::new(SNAPSHOT_CHUNKS_IN_FLIGHT));
     let written_slots = chunk_slots.clone();
+    // Dropped when this function returns, which stops the poller thread.
+    let (busy_poll, _busy_poll_thread) = BusyPoll::start(config.busy_poll_us)?;
+    let storage_poll = busy_poll.clone();
     let storage_thread = std::thread::Builder::new()
         .name("keel-storage".into())
         .spawn(move || {
@@ -187,6 +191,7 @@ pub async fn run(
                 purge,
                 storage_stats,
                 &written_slots,
+                storage_poll,
             )
         })?;
     let (core_tx, core_rx) = mpsc::channel(CORE_QUEUE);
@@ -207,6 +212,11 @@ pub async fn run(
     // plaintext and the secure port each have their own).
     let per_ip: Arc<Mutex<HashMap<IpAddr, u32>>> = Arc::default();
     let per_ip_secure: Arc<Mutex<HashMap<IpAddr, u32>>> = Arc::default();
+    let params = ConnParams {
+        max_buffer: config.jute_max_buffer,
+        x509_super_user: config.x509_super_user.clone(),
+        busy_poll,
+    };
     let mut next_conn: u64 = 1;
     tokio::pin!(shutdown);
     loop {
@@ -222,13 +232,13 @@ pub async fn run(
             }
             accepted = accept(plain.as_ref()) => {
                 if let Some((socket, peer)) = admit(accepted, &per_ip, &config) {
-                    spawn_connection(next_conn, socket, peer, None, &core_tx, &per_ip, &config);
+                    spawn_connection(next_conn, socket, peer, None, &core_tx, &per_ip, &params);
                     next_conn += 1;
                 }
             }
             accepted = accept(secure.as_ref()) => {
                 if let Some((socket, peer)) = admit(accepted, &per_ip_secure, &config) {
-                    spawn_connection(next_conn, socket, peer, tls.clone(), &core_tx, &per_ip_secure, &config);
+                    spawn_connection(next_conn, socket, peer, tls.clone(), &core_tx, &per_ip_secure, &params);
                     next_conn += 1;
                 }
             }
@@ -288,22 +298,18 @@ fn spawn_connection(
     tls: Option<TlsAcceptor>,
     core_tx: &mpsc::Sender<CoreMsg>,
     per_ip: &Arc<Mutex<HashMap<IpAddr, u32>>>,
-    config: &Config,
+    params: &ConnParams,
 ) {
     let core_tx = core_tx.clone();
     let per_ip = per_ip.clone();
-    let max_buffer = config.jute_max_buffer;
-    let super_user = config.x509_super_user.clone();
+    let params = params.clone();
     tokio::spawn(async move {
         // Replies are small and latency matters more than packet count.
         let _ = socket.set_nodelay(true);
         let result = match tls {
-            None => connection(conn, socket, peer, core_tx, max_buffer, Vec::new()).await,
+            None => connection(conn, socket, peer, core_tx, params, Vec::new()).await,
             Some(acceptor) => {
-                secure_connection(
-                    conn, socket, peer, acceptor, core_tx, max_buffer, super_user,
-                )
-                .await
+                secure_connection(conn, socket, peer, acceptor, core_tx, params).await
             }
         };
         if let Err(e) = result {
@@ -330,8 +336,7 @@ async fn secure_connection(
     peer: SocketAddr,
     acceptor: TlsAcceptor,
     core_tx: mpsc::Sender<CoreMsg>,
-    max_buffer: usize,
-    super_user: Option<String>,
+    params: ConnParams,
 ) -> std::io::Result<()> {
     let timeout = Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS);
     let handshake = async move {
@@ -360,7 +365,7 @@ async fn secure_connection(
         }
     };
     let chain = stream.get_ref().1.peer_certificates();
-    let ids = match tls::x509_identities(chain, super_user.as_deref()) {
+    let ids = match tls::x509_identities(chain, params.x509_super_user.as_deref()) {
         Ok(ids) => ids,
         Err(e) => {
             tracing::info!(conn, %peer, error = %e, "client certificate refused; closing the connection");
@@ -370,7 +375,7 @@ async fn secure_connection(
     for id in &ids {
         tracing::info!(conn, %peer, scheme = %id.scheme, id = %id.id, "authenticated by TLS client certificate");
     }
-    connection(conn, stream, peer, core_tx, max_buffer, ids).await
+    connection(conn, stream, peer, core_tx, params, ids).await
 }
 
 /// Opens the store in dataDir (txn log in dataLogDir) and rebuilds the state machine
@@ -614,6 +619,18 @@ fn decode_request(packet: &[u8]) -> std::io::Result<(i32, i32, Request)> {
     Ok((header.xid, header.op_type, req))
 }
 
+/// What every connection task gets from the listener.
+#[derive(Clone)]
+struct ConnParams {
+    /// jute.maxbuffer: the largest frame accepted, bytes.
+    max_buffer: usize,
+    /// `X509AuthenticationProvider.superUser`: the certificate subject that passes
+    /// every ACL check.
+    x509_super_user: Option<String>,
+    /// Told of each read, so the CPU stays awake for the reply's next request.
+    busy_poll: BusyPoll,
+}
+
 /// One client connection on either port (`S` is the TCP stream or the TLS stream over
 /// it): a four-letter word, or a session handshake and then requests. `ids` are the
 /// identities the transport established (a TLS client certificate's).
@@ -622,7 +639,7 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send>(
     mut socket: S,
     peer: SocketAddr,
     core_tx: mpsc::Sender<CoreMsg>,
-    max_buffer: usize,
+    params: ConnParams,
     ids: Vec<Id>,
 ) -> std::io::Result<()> {
     let mut buf = BytesMut::with_capacity(4096);
@@ -665,15 +682,7 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send>(
     {
         return Ok(());
     }
-    let result = serve(
-        conn,
-        &mut socket,
-        &mut buf,
-        &core_tx,
-        &mut out_rx,
-        max_buffer,
-    )
-    .await;
+    let result = serve(conn, &mut socket, &mut buf, &core_tx, &mut out_rx, &params).await;
     if let Err(e) = &result {
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
             // A TLS client that hangs up without close_notify (zkCli does): a normal
@@ -695,7 +704,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     buf: &mut BytesMut,
     core_tx: &mpsc::Sender<CoreMsg>,
     out_rx: &mut mpsc::Receiver<Outbound>,
-    max_buffer: usize,
+    params: &ConnParams,
 ) -> std::io::Result<()> {
     let mut handshaken = false;
     let mut wbuf = BytesMut::with_capacity(4096);
@@ -705,7 +714,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         let mut inputs = Vec::new();
         let mut malformed = None;
         loop {
-            let packet = match take_frame(buf, max_buffer) {
+            let packet = match take_frame(buf, params.max_buffer) {
                 Ok(Some(p)) => p,
                 Ok(None) => break,
                 Err(e) => {
@@ -749,6 +758,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
                 if n? == 0 {
                     return Ok(());
                 }
+                params.busy_poll.touch();
             }
             out = out_rx.recv() => {
                 let mut close = false;

@@ -6,6 +6,7 @@
 //! full queues). It times each sync and each snapshot into [`StorageStats`]
 //! (`fsynctime`, `snapshottime`, `last_snapshot`).
 
+use super::busy_poll::BusyPoll;
 use super::syncer::{Syncers, SYNC_THREADS};
 use crate::server::stats::StorageStats;
 use crate::server::StorageOp;
@@ -33,12 +34,19 @@ pub fn run(
     purge: Purge,
     stats: StorageStats,
     chunk_slots: &Semaphore,
+    busy_poll: BusyPoll,
 ) {
     // None: not yet purged in this run, so the first snapshot purges (ZooKeeper runs
     // its purge task at start-up, then every purgeInterval hours).
     let mut last_purge: Option<Instant> = None;
     let mut entries: Vec<LogEntry> = Vec::new();
-    let syncers = match Syncers::start(SYNC_THREADS, durable.clone(), stats.clone(), fatal) {
+    let syncers = match Syncers::start(
+        SYNC_THREADS,
+        durable.clone(),
+        stats.clone(),
+        busy_poll,
+        fatal,
+    ) {
         Ok(s) => s,
         Err(e) => fatal(&e.into()),
     };

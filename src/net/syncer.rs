@@ -18,6 +18,7 @@ use std::time::Instant;
 use parking_lot::{Condvar, Mutex};
 use tokio::sync::watch;
 
+use super::busy_poll::BusyPoll;
 use crate::server::stats::StorageStats;
 use crate::storage::{StorageError, SyncJob};
 
@@ -44,7 +45,8 @@ pub struct Syncers {
 
 impl Syncers {
     /// Starts `count` sync threads that report each finished job's zxid to `durable`
-    /// (only ever raising it) and time each sync into `stats` (`fsynctime`). A failed
+    /// (only ever raising it), time each sync into `stats` (`fsynctime`) and tell
+    /// `busy_poll` while a sync runs. A failed
     /// sync calls `on_error`, which must not return (the process stops: a write may or
     /// may not be on disk).
     ///
@@ -53,6 +55,7 @@ impl Syncers {
         count: usize,
         durable: watch::Sender<i64>,
         stats: StorageStats,
+        busy_poll: BusyPoll,
         on_error: fn(&StorageError) -> !,
     ) -> std::io::Result<Syncers> {
         let shared = Arc::new(Shared {
@@ -65,10 +68,11 @@ impl Syncers {
         let mut threads = Vec::with_capacity(count);
         for i in 0..count {
             let (shared, durable, stats) = (Arc::clone(&shared), durable.clone(), stats.clone());
+            let busy_poll = busy_poll.clone();
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("keel-sync-{i}"))
-                    .spawn(move || work(&shared, &durable, &stats, on_error))?,
+                    .spawn(move || work(&shared, &durable, &stats, &busy_poll, on_error))?,
             );
         }
         Ok(Syncers { shared, threads })
@@ -95,6 +99,7 @@ fn work(
     shared: &Shared,
     durable: &watch::Sender<i64>,
     stats: &StorageStats,
+    busy_poll: &BusyPoll,
     on_error: fn(&StorageError) -> !,
 ) {
     loop {
@@ -111,9 +116,13 @@ fn work(
             }
         };
         let t0 = Instant::now();
+        // The CPU stays awake through the sync, so its completion and the replies
+        // after it do not wait for a halted CPU to wake.
+        let in_flight = busy_poll.sync_started();
         if let Err(e) = job() {
             on_error(&e);
         }
+        drop(in_flight);
         stats.record_fsync(t0.elapsed().as_millis() as u64);
         durable.send_if_modified(|d| {
             let raise = zxid > *d;
