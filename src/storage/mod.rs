@@ -12,8 +12,9 @@
 //!   ZooKeeper drops a torn txn log tail; corruption anywhere else, or an unknown
 //!   on-disk format version, is an error naming the file and position, and nothing is
 //!   rewritten.
-//! - A snapshot counts only once `finish_snapshot` returned; a crash mid-snapshot leaves
-//!   the previous one in force.
+//! - A snapshot counts only once `finish_snapshot` returned; a crash mid-snapshot, or
+//!   before the next synced write, leaves the previous one in force. `purge` makes the
+//!   snapshots it keeps durable before it deletes anything.
 
 pub mod conformance;
 pub mod mem;
@@ -119,7 +120,10 @@ pub trait Storage: Send {
         data: &[u8],
     ) -> Result<(), StorageError>;
 
-    /// Marks the snapshot at `zxid` with `chunks` chunks complete and makes it durable.
+    /// Marks the snapshot at `zxid` with `chunks` chunks complete. It may become durable
+    /// only with the next synced write ([`Storage::purge`], [`Storage::put_meta`]) or
+    /// [`Storage::close`]; a crash before that may lose it, and recovery then starts
+    /// from an older snapshot (or none) and replays the log, which only a purge trims.
     fn finish_snapshot(&mut self, zxid: i64, chunks: u32) -> Result<(), StorageError>;
 
     /// The newest complete snapshot, if any.
