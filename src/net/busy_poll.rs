@@ -89,11 +89,6 @@ pub struct SyncInFlight<'a> {
 }
 
 impl BusyPoll {
-    /// A handle that does nothing (tests, and `keel.busyPollUs=0`).
-    pub fn disabled() -> BusyPoll {
-        BusyPoll { shared: None }
-    }
-
     /// Starts the poller thread `keel-busy-poll` with a window of `window_us`
     /// microseconds; a window of 0 starts nothing.
     ///
@@ -103,7 +98,7 @@ impl BusyPoll {
     pub fn start(window_us: u64) -> std::io::Result<(BusyPoll, BusyPollThread)> {
         if window_us == 0 {
             return Ok((
-                BusyPoll::disabled(),
+                BusyPoll { shared: None },
                 BusyPollThread {
                     shared: None,
                     thread: None,
