@@ -167,7 +167,7 @@ fn write(
             Some(c) => {
                 written_nodes += tree
                     .nodes_after(cursor.as_deref())
-                    .take_while(|(p, _)| *p <= c.as_str())
+                    .take_while(|e| e.cmp_path(c.as_bytes()).is_le())
                     .count();
                 if index.is_multiple_of(64) {
                     report(&format!("  ... {written_nodes} znodes written"));
@@ -221,7 +221,9 @@ fn verify(
             tree.node_count()
         )));
     }
-    for (path, want) in tree.nodes_after(None) {
+    for e in tree.nodes_after(None) {
+        let (path, want) = (e.path(), e.node());
+        let path = path.as_str();
         let got = server
             .tree
             .get(path)

@@ -16,7 +16,12 @@ use jute::{
 };
 
 impl Server {
-    fn read_check(&self, p: &str, perm: i32, ids: &[Id]) -> Result<&crate::tree::Znode, ErrorCode> {
+    fn read_check(
+        &self,
+        p: &str,
+        perm: i32,
+        ids: &[Id],
+    ) -> Result<crate::tree::ZnodeRef<'_>, ErrorCode> {
         let node = self.tree.get(p).ok_or(ErrorCode::NoNode)?;
         acl::check(self.tree.acl(node), perm, ids)?;
         Ok(node)
@@ -31,7 +36,7 @@ impl Server {
     }
 
     /// A GetDataResponse body encoded straight from the znode (its data and Stat).
-    fn encode_data(node: &crate::tree::Znode, b: &mut bytes::BytesMut) {
+    fn encode_data(node: crate::tree::ZnodeRef<'_>, b: &mut bytes::BytesMut) {
         match node.data() {
             Some(data) => b.buffer(data),
             None => b.int(-1),

@@ -6,17 +6,16 @@
 //! `P/c0` ('0' is '/' + 1), so the walk jumps over it with one seek; a flat directory
 //! is a single in-order pass.
 
-use super::Znode;
-use std::collections::btree_set::{self, BTreeSet};
+use super::znode_set::{Entry, Iter, ZnodeSet};
 use std::ops::Bound;
 
 /// Iterator over the child names of one znode, in name order (`&str` borrowed from the
 /// tree). Also yields nothing for a path without children or without a znode.
 pub struct Children<'a> {
-    nodes: &'a BTreeSet<Znode>,
+    nodes: &'a ZnodeSet,
     /// `P/`, or `/` for the root.
     prefix: Vec<u8>,
-    range: btree_set::Range<'a, Znode>,
+    iter: Iter<'a>,
     /// Set once the walk left the subtree, so later calls do not scan on.
     done: bool,
 }
@@ -30,37 +29,25 @@ pub(super) fn prefix_of(path: &str) -> Vec<u8> {
     p
 }
 
-/// The key just past every path that starts with `prefix` (which ends with '/'): the
-/// same bytes with the final '/' raised to '0'.
-pub(super) fn past_prefix(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    if let Some(last) = end.last_mut() {
-        *last = b'0';
-    }
-    end
-}
-
 /// Every znode strictly below `path`, in path order.
-pub(super) fn subtree<'a>(nodes: &'a BTreeSet<Znode>, path: &str) -> btree_set::Range<'a, Znode> {
+pub(super) fn subtree<'a>(nodes: &'a ZnodeSet, path: &str) -> impl Iterator<Item = Entry<'a>> {
     let prefix = prefix_of(path);
-    let end = past_prefix(&prefix);
     // The prefix itself is never a znode's path (paths do not end with '/', and the
     // root's prefix "/" is the root itself, which is not below itself).
-    nodes.range::<[u8], _>((
-        Bound::Excluded(prefix.as_slice()),
-        Bound::Excluded(end.as_slice()),
-    ))
+    nodes
+        .range_from(Bound::Excluded(prefix.as_slice()))
+        .take_while(move |e| e.starts_with(&prefix))
 }
 
 impl<'a> Children<'a> {
     /// The children of `path` in `nodes`.
-    pub(super) fn new(nodes: &'a BTreeSet<Znode>, path: &str) -> Children<'a> {
+    pub(super) fn new(nodes: &'a ZnodeSet, path: &str) -> Children<'a> {
         let prefix = prefix_of(path);
-        let range = nodes.range::<[u8], _>((Bound::Excluded(prefix.as_slice()), Bound::Unbounded));
+        let iter = nodes.range_from(Bound::Excluded(prefix.as_slice()));
         Children {
             nodes,
             prefix,
-            range,
+            iter,
             done: false,
         }
     }
@@ -71,26 +58,30 @@ impl<'a> Iterator for Children<'a> {
 
     fn next(&mut self) -> Option<&'a str> {
         while !self.done {
-            let node = self.range.next()?;
-            let path = node.path_bytes();
-            let Some(rest) = path.strip_prefix(self.prefix.as_slice()) else {
+            let e = self.iter.next()?;
+            if !e.starts_with(&self.prefix) {
                 // Past the subtree: the walk is over for good.
                 self.done = true;
                 return None;
+            }
+            // The path after `P/`. A leaf's prefix ends with '/', so when it reaches
+            // past `P/` the path has a further '/': a descendant, not a child.
+            let (rest, in_key) = match e.prefix().len().checked_sub(self.prefix.len()) {
+                Some(over) if over > 0 => (&e.prefix()[self.prefix.len()..], false),
+                _ => (&e.key()[self.prefix.len() - e.prefix().len()..], true),
             };
             match rest.iter().position(|&b| b == b'/') {
-                None => return node.path().get(self.prefix.len()..),
+                None if in_key => return std::str::from_utf8(rest).ok(),
                 // A descendant: jump past the subtree of the child it lies under (a
                 // child already listed, or one whose znode is missing, which a fuzzy
                 // snapshot can leave until the log is replayed; not a child then).
-                Some(slash) => {
+                slash => {
+                    let slash = slash.unwrap_or(rest.len());
                     let mut seek = Vec::with_capacity(self.prefix.len() + slash + 1);
                     seek.extend_from_slice(&self.prefix);
                     seek.extend_from_slice(&rest[..slash]);
                     seek.push(b'0');
-                    self.range = self
-                        .nodes
-                        .range::<[u8], _>((Bound::Included(seek.as_slice()), Bound::Unbounded));
+                    self.iter = self.nodes.range_from(Bound::Included(seek.as_slice()));
                 }
             }
         }

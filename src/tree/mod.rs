@@ -11,6 +11,7 @@ pub mod path;
 pub mod quota;
 pub mod snapshot;
 pub mod znode;
+pub mod znode_set;
 
 use crate::proto::ErrorCode;
 use acl_cache::AclCache;
@@ -19,18 +20,17 @@ use jute::{Acl, Id, Stat};
 use quota::StatsTrack;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-pub use znode::{Owner, Znode, ZnodeHeader, ZnodeMeta};
+pub use znode::{Owner, Znode, ZnodeHeader, ZnodeMeta, ZnodeRef};
+pub use znode_set::{Entry, ZnodeSet};
 
 /// The tree of znodes.
 #[derive(Debug)]
 pub struct DataTree {
-    /// Every znode, ordered by path (a znode compares as its path). Path order lets a
-    /// snapshot walk the tree in resumable steps with a parent before its descendants,
-    /// and makes a znode's children a range of this set ([`Children`]), so no znode
-    /// stores a children set. Each slot is one pointer to one allocation holding path,
-    /// Stat fields and data ([`Znode`]): in-order inserts (sequential names, bulk
-    /// loads) leave B-tree nodes about half full, so small slots waste little.
-    nodes: BTreeSet<Znode>,
+    /// Every znode, ordered by path. Path order lets a snapshot walk the tree in
+    /// resumable steps with a parent before its descendants, and makes a znode's
+    /// children a range of this set ([`Children`]), so no znode stores a children set.
+    /// Znodes are packed into leaves of neighbours ([`ZnodeSet`]).
+    nodes: ZnodeSet,
     /// Paths of ephemeral znodes, by owning session id.
     ephemerals: HashMap<i64, BTreeSet<String>>,
     /// Paths of container znodes.
@@ -90,7 +90,7 @@ impl DataTree {
     /// in path order.
     pub fn empty() -> DataTree {
         DataTree {
-            nodes: BTreeSet::new(),
+            nodes: ZnodeSet::new(),
             ephemerals: HashMap::new(),
             containers: BTreeSet::new(),
             ttls: BTreeSet::new(),
@@ -103,12 +103,12 @@ impl DataTree {
     }
 
     /// The znode at `path`.
-    pub fn get(&self, path: &str) -> Option<&Znode> {
+    pub fn get(&self, path: &str) -> Option<ZnodeRef<'_>> {
         self.nodes.get(path.as_bytes())
     }
 
     /// The ACL `node` carries.
-    pub fn acl(&self, node: &Znode) -> &Arc<Vec<Acl>> {
+    pub fn acl(&self, node: ZnodeRef<'_>) -> &Arc<Vec<Acl>> {
         self.acl_by_id(node.acl_id())
     }
 
@@ -165,13 +165,13 @@ impl DataTree {
         children::subtree(&self.nodes, path).count()
     }
 
-    /// Applies `f` to the znode at `path`; `None` if there is none. A set's elements
-    /// cannot be borrowed mutably in place, so the znode is taken out and put back
-    /// (`f` must not change its path, which no `Znode` setter can).
+    /// Applies `f` to the znode at `path`; `None` if there is none. The znode is copied
+    /// out and put back, in place when its record keeps its length (`f` must not
+    /// change its path, which no `Znode` setter can).
     fn modify<R>(&mut self, path: &str, f: impl FnOnce(&mut Znode) -> R) -> Option<R> {
-        let mut node = self.nodes.take(path.as_bytes())?;
+        let mut node = Znode::from_ref(path.as_bytes(), self.nodes.get(path.as_bytes())?);
         let r = f(&mut node);
-        self.nodes.insert(node);
+        self.nodes.insert(&node);
         Some(r)
     }
 
@@ -179,9 +179,9 @@ impl DataTree {
     /// change in data length, or `None` if there is no such znode.
     fn replace_data(&mut self, path: &str, data: Option<&[u8]>) -> Option<i64> {
         let old = self.nodes.get(path.as_bytes())?;
-        let new = old.with_data(data);
-        let delta = new.data_len() as i64 - old.data_len() as i64;
-        self.nodes.replace(new);
+        let new = old.with_data_and_meta(path.as_bytes(), data, &old.meta());
+        let delta = new.view().data_len() as i64 - old.data_len() as i64;
+        self.nodes.insert(&new);
         self.approximate_data_size += delta;
         Some(delta)
     }
@@ -217,8 +217,8 @@ impl DataTree {
         let children = self.children(path).count() as i32;
         let meta = ZnodeMeta::created(owner, zxid, time_ms);
         let node = Znode::new(path, data, acl, &meta, children);
-        let stat = node.stat();
-        self.nodes.insert(node);
+        let stat = node.view().stat();
+        self.nodes.insert(&node);
         self.approximate_data_size += path.len() as i64 + data_len;
         self.index(path, Owner::from_raw(owner));
         self.on_quota_node_created(parent_path, name);
@@ -241,7 +241,7 @@ impl DataTree {
         self.modify(parent_path, |parent| {
             // A higher pzxid may already have been set by a later create in the same
             // multi; never move pzxid backwards.
-            if zxid > parent.pzxid() {
+            if zxid > parent.view().pzxid() {
                 parent.set_pzxid(zxid);
             }
         });
@@ -257,13 +257,13 @@ impl DataTree {
     /// count and the ACL cache; leaves the parent's pzxid and quotas alone.
     fn remove_node(&mut self, path: &str) -> Option<Znode> {
         self.unindex(path);
-        let node = self.nodes.take(path.as_bytes())?;
-        self.acls.release(node.acl_id());
-        self.approximate_data_size -= (path.len() + node.data_len()) as i64;
+        let node = self.nodes.remove(path.as_bytes())?;
+        self.acls.release(node.view().acl_id());
+        self.approximate_data_size -= (path.len() + node.view().data_len()) as i64;
         if path != "/" {
             let parent = path::split(path).0;
             self.modify(parent, |p| {
-                p.set_num_children(p.num_children().saturating_sub(1).max(0))
+                p.set_num_children(p.view().num_children().saturating_sub(1).max(0))
             });
         }
         Some(node)
@@ -288,10 +288,10 @@ impl DataTree {
         meta.version = version;
         meta.mzxid = zxid;
         meta.mtime = time_ms;
-        let node = old.with_data_and_meta(data, &meta);
-        let delta = node.data_len() as i64 - old.data_len() as i64;
-        let stat = node.stat();
-        self.nodes.replace(node);
+        let node = old.with_data_and_meta(path.as_bytes(), data, &meta);
+        let stat = node.view().stat();
+        let delta = stat.data_length as i64 - old.data_len() as i64;
+        self.nodes.insert(&node);
         self.approximate_data_size += delta;
         self.update_quota_usage(path, 0, delta);
         Ok(stat)
@@ -313,7 +313,7 @@ impl DataTree {
         self.modify(path, |node| {
             node.set_acl_id(new);
             node.set_aversion(aversion);
-            node.stat()
+            node.view().stat()
         })
         .ok_or(ErrorCode::NoNode)
     }
@@ -344,16 +344,15 @@ impl DataTree {
         self.finish_loading();
         if self.get(path).is_none() {
             let parent = path::split(path).0;
-            self.modify(parent, |p| p.set_pzxid(p.pzxid().max(zxid)));
+            self.modify(parent, |p| p.set_pzxid(p.view().pzxid().max(zxid)));
             return;
         }
         // Deepest first: a descendant sorts after its ancestors, so reverse path order
         // empties every znode before it is deleted.
         let below: Vec<String> = children::subtree(&self.nodes, path)
-            .rev()
-            .map(|n| n.path().to_string())
+            .map(|e| e.path())
             .collect();
-        for p in below {
+        for p in below.into_iter().rev() {
             let _ = self.delete(&p, zxid);
         }
         let _ = self.delete(path, zxid);
@@ -402,20 +401,14 @@ impl DataTree {
         }
     }
 
-    /// Every znode in path order, starting after `cursor` (from the start if `None`),
-    /// with its path.
-    pub fn nodes_after<'a>(
-        &'a self,
-        cursor: Option<&str>,
-    ) -> impl Iterator<Item = (&'a str, &'a Znode)> + 'a {
+    /// Every znode in path order, starting after `cursor` (from the start if `None`).
+    pub fn nodes_after(&self, cursor: Option<&str>) -> znode_set::Iter<'_> {
         use std::ops::Bound;
         let lower = match cursor {
             Some(c) => Bound::Excluded(c.as_bytes()),
             None => Bound::Unbounded,
         };
-        self.nodes
-            .range::<[u8], _>((lower, Bound::Unbounded))
-            .map(|n| (n.path(), n))
+        self.nodes.range_from(lower)
     }
 
     /// Adds a znode read from a snapshot (or an import) and counts it as a child of its
@@ -433,11 +426,13 @@ impl DataTree {
     ) {
         // Above every loaded path (the snapshot case): not loaded before, and nothing
         // below it is loaded yet, so no removal and no children to count.
-        let in_order = self
-            .loading
-            .last()
-            .or_else(|| self.nodes.last())
-            .is_none_or(|n| n.path_bytes() < path.as_bytes());
+        let in_order = match self.loading.last() {
+            Some(n) => n.path().as_bytes() < path.as_bytes(),
+            None => self
+                .nodes
+                .last_path()
+                .is_none_or(|last| last.as_slice() < path.as_bytes()),
+        };
         let mut children = 0;
         if !in_order {
             self.finish_loading();
@@ -459,7 +454,7 @@ impl DataTree {
                 }
             } else {
                 self.modify(parent, |p| {
-                    p.set_num_children(p.num_children().wrapping_add(1))
+                    p.set_num_children(p.view().num_children().wrapping_add(1))
                 });
             }
             if name == quota::LIMIT_NODE
@@ -474,7 +469,7 @@ impl DataTree {
         if in_order {
             self.loading.push(node);
         } else {
-            self.nodes.insert(node);
+            self.nodes.insert(&node);
         }
     }
 
@@ -485,12 +480,13 @@ impl DataTree {
     /// not see the znodes loaded in order.
     pub fn finish_loading(&mut self) {
         if !self.loading.is_empty() {
-            let mut loaded: BTreeSet<Znode> =
-                std::mem::take(&mut self.loading).into_iter().collect();
+            let loaded = std::mem::take(&mut self.loading);
             if self.nodes.is_empty() {
-                self.nodes = loaded;
+                self.nodes = ZnodeSet::from_sorted(&loaded);
             } else {
-                self.nodes.append(&mut loaded);
+                for node in &loaded {
+                    self.nodes.insert(node);
+                }
             }
         }
         if self.loading_children.is_empty() {
@@ -498,7 +494,7 @@ impl DataTree {
         }
         for (parent, n) in std::mem::take(&mut self.loading_children) {
             self.modify(&parent, |p| {
-                p.set_num_children(p.num_children().wrapping_add(n))
+                p.set_num_children(p.view().num_children().wrapping_add(n))
             });
         }
     }
@@ -549,8 +545,8 @@ impl DataTree {
         let Some(node) = self.get(path) else {
             return (0, 0);
         };
-        children::subtree(&self.nodes, path).fold((1, node.data_len() as i64), |acc, n| {
-            (acc.0 + 1, acc.1 + n.data_len() as i64)
+        children::subtree(&self.nodes, path).fold((1, node.data_len() as i64), |acc, e| {
+            (acc.0 + 1, acc.1 + e.node().data_len() as i64)
         })
     }
 

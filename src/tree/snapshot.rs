@@ -20,8 +20,9 @@ pub fn encode_nodes(
     max_bytes: usize,
     out: &mut BytesMut,
 ) -> Option<String> {
-    for (path, n) in tree.nodes_after(cursor) {
-        out.ustring(path);
+    for e in tree.nodes_after(cursor) {
+        let (path, n) = (e.path(), e.node());
+        out.ustring(&path);
         match n.data() {
             Some(d) => out.buffer(d),
             None => out.int(-1),
@@ -39,7 +40,7 @@ pub fn encode_nodes(
         out.put_i32(m.aversion);
         out.put_i64(m.ephemeral_owner);
         if out.len() >= max_bytes {
-            return Some(path.to_string());
+            return Some(path);
         }
     }
     None

@@ -1,17 +1,18 @@
-//! One znode as the tree keeps it: its path, data and persisted Stat fields packed into a
-//! single allocation.
+//! One znode as the tree keeps it: its key (path), a header of persisted Stat fields and
+//! its data, packed into one record.
 //!
 //! A million-znode tree is mostly znodes, so their layout decides the server's memory
-//! (issue 5). One `Box<[u8]>` holds the path, a header of varints (the Stat fields, most
-//! of them stored as differences that are zero until the znode changes), then the data:
-//! one malloc chunk per znode, no separate data buffer, path key or children set.
-//! The ACL is an id into the tree's [`AclCache`](super::acl_cache::AclCache), and a
-//! znode's children are the paths below it in the tree's path-ordered set, so only their
-//! count is stored here.
+//! (issue 5). A record is `[key length | key | header | data]`, the header a run of
+//! varints (see [`HeaderBuf::encode`]), most Stat fields stored as differences that are
+//! zero until the znode changes. The tree packs records into leaves
+//! ([`super::znode_set`]), where the key is the path without the leaf's shared prefix
+//! and czxid and ctime are relative to the leaf's [`Base`]; [`ZnodeRef`] reads one
+//! there. [`Znode`] is a record on its own, with the whole path, for building and
+//! changing one. The ACL is an id into the tree's
+//! [`AclCache`](super::acl_cache::AclCache), and a znode's children are the paths below
+//! it in path order, so only their count is stored here.
 
 use jute::Stat;
-use std::borrow::Borrow;
-use std::cmp::Ordering;
 
 /// ephemeralOwner value that marks a container (ZooKeeper's EphemeralType.CONTAINER).
 pub const CONTAINER_OWNER: i64 = i64::MIN;
@@ -109,11 +110,11 @@ pub struct ZnodeHeader {
 
 /// A znode's fields besides path and data, as its header encodes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Fields {
-    meta: ZnodeMeta,
-    num_children: i32,
-    acl: u32,
-    null_data: bool,
+pub(super) struct Fields {
+    pub(super) meta: ZnodeMeta,
+    pub(super) num_children: i32,
+    pub(super) acl: u32,
+    pub(super) null_data: bool,
 }
 
 /// Longest header: 11 varints of at most 10 bytes, and the data tag.
@@ -133,15 +134,16 @@ impl HeaderBuf {
         }
     }
 
-    fn encode(f: &Fields) -> HeaderBuf {
+    fn encode(f: &Fields, base: Base) -> HeaderBuf {
         let mut h = HeaderBuf::new();
         let m = &f.meta;
         // zxids and times as differences from creation: a znode never changed since
-        // (most of a large tree) stores each as one byte.
-        h.put_signed(m.czxid);
+        // (most of a large tree) stores each as one byte. Creation itself is relative
+        // to the leaf's base.
+        h.put_signed(m.czxid.wrapping_sub(base.czxid));
         h.put_signed(m.mzxid.wrapping_sub(m.czxid));
         h.put_signed(m.pzxid.wrapping_sub(m.czxid));
-        h.put_signed(m.ctime);
+        h.put_signed(m.ctime.wrapping_sub(base.ctime));
         h.put_signed(m.mtime.wrapping_sub(m.ctime));
         h.put_signed(m.version as i64);
         h.put_signed(m.child_creates as i64);
@@ -175,8 +177,22 @@ impl HeaderBuf {
     }
 }
 
+/// Appends `v` as a LEB128 varint.
+pub(super) fn put(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Appends `v` zigzag-encoded, so small negative numbers take one byte too.
+pub(super) fn put_signed(out: &mut Vec<u8>, v: i64) {
+    put(out, ((v << 1) ^ (v >> 63)) as u64);
+}
+
 /// Reads the LEB128 varint at `*at`, moving `*at` past it.
-fn get(b: &[u8], at: &mut usize) -> u64 {
+pub(super) fn get(b: &[u8], at: &mut usize) -> u64 {
     let mut v = 0u64;
     let mut shift = 0u32;
     loop {
@@ -190,18 +206,57 @@ fn get(b: &[u8], at: &mut usize) -> u64 {
     }
 }
 
-fn get_signed(b: &[u8], at: &mut usize) -> i64 {
+/// Reads a zigzag varint (see [`put_signed`]).
+pub(super) fn get_signed(b: &[u8], at: &mut usize) -> i64 {
     let u = get(b, at);
     ((u >> 1) as i64) ^ -((u & 1) as i64)
 }
 
-/// A znode: `[path length | path | header | data]` in one boxed slice, the header a
-/// run of varints (see [`HeaderBuf::encode`]): about 20 bytes for a znode with the
-/// common values, where fixed fields took 72. Ordered, compared and looked up
-/// (`Borrow<[u8]>`) by its path bytes, which is what lets the tree be a set of znodes.
-/// The path never changes after construction; data changes build a new znode
-/// ([`Znode::with_data`]). Equality is path equality too, as `Borrow` requires; compare
-/// [`Znode::meta`], [`Znode::data`] and the ACL for content.
+/// What a leaf's records store czxid and ctime relative to ([`super::znode_set`]): the
+/// znodes of one leaf were mostly created close together, so the differences take one
+/// or two bytes where a zxid of epoch 1 takes five and a time in ms six.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Base {
+    pub czxid: i64,
+    /// ms since the epoch.
+    pub ctime: i64,
+}
+
+/// Appends one record, `[key length | key | header | data]`, to `out`. The key is
+/// `head` followed by `tail` (a leaf stores a path without the prefix its znodes share,
+/// so a record's key can be split across two slices when it is re-encoded).
+pub(super) fn encode_record(
+    out: &mut Vec<u8>,
+    head: &[u8],
+    tail: &[u8],
+    fields: &Fields,
+    base: Base,
+    data: &[u8],
+) {
+    let mut len = HeaderBuf::new();
+    len.put((head.len() + tail.len()) as u64);
+    let header = HeaderBuf::encode(fields, base);
+    out.extend_from_slice(len.as_slice());
+    out.extend_from_slice(head);
+    out.extend_from_slice(tail);
+    out.extend_from_slice(header.as_slice());
+    out.extend_from_slice(data);
+}
+
+/// A znode in the tree, borrowed: `[key length | key | header | data]`, the header a
+/// run of varints (see [`HeaderBuf::encode`]) of about 12 bytes for a znode with the
+/// common values, where fixed fields took 72. In the tree the key is the path without
+/// its leaf's prefix and czxid and ctime are relative to the leaf's [`Base`]; the tree
+/// hands out paths separately ([`super::znode_set::Entry`]).
+#[derive(Clone, Copy)]
+pub struct ZnodeRef<'a> {
+    bytes: &'a [u8],
+    base: Base,
+}
+
+/// A znode on its own (not in the tree): the record form of [`ZnodeRef`] with the whole
+/// path as key and a zero [`Base`]. What the tree takes to insert and gives back on
+/// removal; its setters change the header in place when its length stays.
 #[derive(Clone)]
 pub struct Znode(Box<[u8]>);
 
@@ -225,34 +280,111 @@ impl Znode {
     }
 
     fn build(path: &[u8], fields: &Fields, data: &[u8]) -> Znode {
-        let mut len = HeaderBuf::new();
-        len.put(path.len() as u64);
-        let header = HeaderBuf::encode(fields);
-        // Exactly sized: the allocation is the znode's whole memory.
-        let mut b = Vec::with_capacity(len.len + path.len() + header.len + data.len());
-        b.extend_from_slice(len.as_slice());
-        b.extend_from_slice(path);
-        b.extend_from_slice(header.as_slice());
-        b.extend_from_slice(data);
+        // Room for the longest varints; the box is trimmed to the bytes written.
+        let mut b = Vec::with_capacity(10 + path.len() + MAX_HEADER + data.len());
+        encode_record(&mut b, path, &[], fields, Base::default(), data);
         Znode(b.into_boxed_slice())
+    }
+
+    /// `node`, whose path is `path`, as a znode on its own.
+    pub(super) fn from_ref(path: &[u8], node: ZnodeRef<'_>) -> Znode {
+        let (fields, data_at) = node.fields();
+        Znode::build(path, &fields, &node.bytes[data_at..])
+    }
+
+    /// The borrowed form, for the getters.
+    pub fn view(&self) -> ZnodeRef<'_> {
+        ZnodeRef {
+            bytes: &self.0,
+            base: Base::default(),
+        }
+    }
+
+    /// The absolute path. Built from a `&str`, so always UTF-8.
+    pub fn path(&self) -> &str {
+        std::str::from_utf8(self.view().key()).unwrap_or("")
     }
 
     /// This znode with `data` instead of its own; everything else equal.
     pub fn with_data(&self, data: Option<&[u8]>) -> Znode {
-        self.rebuilt(data, |_| {})
+        self.view().rebuilt(self.view().key(), data, |_| {})
     }
 
-    /// This znode with `data` and the persisted fields `meta`; children and ACL kept.
-    pub fn with_data_and_meta(&self, data: Option<&[u8]>, meta: &ZnodeMeta) -> Znode {
-        self.rebuilt(data, |m| *m = *meta)
+    /// Changes header fields: in place when the new header is as long as the old,
+    /// else into a new allocation (a field that grew past its varint's bytes).
+    fn update(&mut self, f: impl FnOnce(&mut Fields)) {
+        let start = self.view().header_start();
+        let (mut fields, end) = self.view().fields();
+        f(&mut fields);
+        let header = HeaderBuf::encode(&fields, Base::default());
+        if header.len == end - start {
+            self.0[start..end].copy_from_slice(header.as_slice());
+        } else {
+            let mut b = Vec::with_capacity(self.0.len() - (end - start) + header.len);
+            b.extend_from_slice(&self.0[..start]);
+            b.extend_from_slice(header.as_slice());
+            b.extend_from_slice(&self.0[end..]);
+            self.0 = b.into_boxed_slice();
+        }
     }
 
-    /// A new allocation with `data` and the persisted fields as `change` leaves them.
-    fn rebuilt(&self, data: Option<&[u8]>, change: impl FnOnce(&mut ZnodeMeta)) -> Znode {
+    pub(super) fn set_pzxid(&mut self, v: i64) {
+        self.update(|f| f.meta.pzxid = v)
+    }
+    pub(super) fn set_aversion(&mut self, v: i32) {
+        self.update(|f| f.meta.aversion = v)
+    }
+    pub(super) fn set_num_children(&mut self, v: i32) {
+        self.update(|f| f.num_children = v)
+    }
+    pub(super) fn set_acl_id(&mut self, v: u32) {
+        self.update(|f| f.acl = v)
+    }
+    /// A child was created at `zxid`: numChildren one up, child-create count
+    /// `child_creates`, pzxid `zxid` (one header rewrite for the three).
+    pub(super) fn on_child_created(&mut self, child_creates: i32, zxid: i64) {
+        self.update(|f| {
+            f.num_children = f.num_children.wrapping_add(1);
+            f.meta.child_creates = child_creates;
+            f.meta.pzxid = zxid;
+        })
+    }
+
+    /// Bytes this znode's allocation holds (header, data and path).
+    pub fn allocated_len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl<'a> ZnodeRef<'a> {
+    /// The record at the start of `bytes` (which holds exactly one), with czxid and
+    /// ctime relative to `base`.
+    pub(super) fn new(bytes: &'a [u8], base: Base) -> ZnodeRef<'a> {
+        ZnodeRef { bytes, base }
+    }
+
+    /// A znode at `path` with `data` and the persisted fields as `change` leaves them.
+    fn rebuilt(
+        &self,
+        path: &[u8],
+        data: Option<&[u8]>,
+        change: impl FnOnce(&mut ZnodeMeta),
+    ) -> Znode {
         let (mut fields, _) = self.fields();
         fields.null_data = data.is_none();
         change(&mut fields.meta);
-        Znode::build(self.path_bytes(), &fields, data.unwrap_or(&[]))
+        Znode::build(path, &fields, data.unwrap_or(&[]))
+    }
+
+    /// This znode, at `path`, with `data` and the persisted fields `meta`; children and
+    /// ACL kept.
+    pub(super) fn with_data_and_meta(
+        &self,
+        path: &[u8],
+        data: Option<&[u8]>,
+        meta: &ZnodeMeta,
+    ) -> Znode {
+        self.rebuilt(path, data, |m| *m = *meta)
     }
 
     /// Everything but path and data, decoded once, for callers that need several
@@ -263,38 +395,61 @@ impl Znode {
             meta: f.meta,
             num_children: f.num_children,
             acl_id: f.acl,
-            data_len: self.0.len() - data_at,
+            data_len: self.bytes.len() - data_at,
         }
     }
 
-    /// The path's offset and length. Hot: every comparison in a tree search asks.
+    /// The key's offset and length. Hot: every comparison in a leaf search asks.
     #[inline]
-    fn path_range(&self) -> (usize, usize) {
-        match self.0[0] {
-            // One length byte: paths shorter than 128 bytes, nearly all of them.
+    fn key_range(&self) -> (usize, usize) {
+        match self.bytes[0] {
+            // One length byte: keys shorter than 128 bytes, nearly all of them.
             len @ 0..0x80 => (1, len as usize),
             _ => {
                 let mut at = 0;
-                let len = get(&self.0, &mut at) as usize;
+                let len = get(self.bytes, &mut at) as usize;
                 (at, len)
             }
         }
     }
 
-    /// Where the header starts (just past the path).
+    /// The stored key: the whole path for a [`Znode`], the path without its leaf's
+    /// prefix in the tree.
+    #[inline]
+    pub(super) fn key(&self) -> &'a [u8] {
+        let (at, len) = self.key_range();
+        &self.bytes[at..at + len]
+    }
+
+    /// The whole record.
+    pub(super) fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// Header and data: the part of the record after the key.
+    pub(super) fn body(&self) -> &'a [u8] {
+        &self.bytes[self.header_start()..]
+    }
+
+    /// Where the header starts (just past the key).
     fn header_start(&self) -> usize {
-        let (at, len) = self.path_range();
+        let (at, len) = self.key_range();
         at + len
     }
 
+    /// The base czxid and ctime are stored relative to.
+    pub(super) fn base(&self) -> Base {
+        self.base
+    }
+
     /// The header's fields and the offset just past the header (where data starts).
-    fn fields(&self) -> (Fields, usize) {
-        let b = &self.0[..];
+    pub(super) fn fields(&self) -> (Fields, usize) {
+        let b = self.bytes;
         let mut at = self.header_start();
-        let czxid = get_signed(b, &mut at);
+        let czxid = self.base.czxid.wrapping_add(get_signed(b, &mut at));
         let mzxid = czxid.wrapping_add(get_signed(b, &mut at));
         let pzxid = czxid.wrapping_add(get_signed(b, &mut at));
-        let ctime = get_signed(b, &mut at);
+        let ctime = self.base.ctime.wrapping_add(get_signed(b, &mut at));
         let mtime = ctime.wrapping_add(get_signed(b, &mut at));
         let version = get_signed(b, &mut at) as i32;
         let child_creates = get_signed(b, &mut at) as i32;
@@ -324,50 +479,20 @@ impl Znode {
         (fields, at)
     }
 
-    /// Changes header fields: in place when the new header is as long as the old,
-    /// else into a new allocation (a field that grew past its varint's bytes).
-    fn update(&mut self, f: impl FnOnce(&mut Fields)) {
-        let start = self.header_start();
-        let (mut fields, end) = self.fields();
-        f(&mut fields);
-        let header = HeaderBuf::encode(&fields);
-        if header.len == end - start {
-            self.0[start..end].copy_from_slice(header.as_slice());
-        } else {
-            let mut b = Vec::with_capacity(self.0.len() - (end - start) + header.len);
-            b.extend_from_slice(&self.0[..start]);
-            b.extend_from_slice(header.as_slice());
-            b.extend_from_slice(&self.0[end..]);
-            self.0 = b.into_boxed_slice();
-        }
-    }
-
     /// Data length in bytes (0 for null data).
     pub fn data_len(&self) -> usize {
-        self.0.len() - self.fields().1
+        self.bytes.len() - self.fields().1
     }
 
     /// The data; `None` for null data.
-    pub fn data(&self) -> Option<&[u8]> {
+    pub fn data(&self) -> Option<&'a [u8]> {
         let (fields, at) = self.fields();
-        (!fields.null_data).then(|| &self.0[at..])
+        (!fields.null_data).then(|| &self.bytes[at..])
     }
 
     /// The data as bytes, null read as empty.
-    pub fn data_bytes(&self) -> &[u8] {
-        &self.0[self.fields().1..]
-    }
-
-    /// The path's bytes, the znode's identity in the tree.
-    #[inline]
-    pub fn path_bytes(&self) -> &[u8] {
-        let (at, len) = self.path_range();
-        &self.0[at..at + len]
-    }
-
-    /// The absolute path. Built from a `&str`, so always UTF-8.
-    pub fn path(&self) -> &str {
-        std::str::from_utf8(self.path_bytes()).unwrap_or("")
+    pub fn data_bytes(&self) -> &'a [u8] {
+        &self.bytes[self.fields().1..]
     }
 
     pub fn czxid(&self) -> i64 {
@@ -412,28 +537,6 @@ impl Znode {
         self.fields().0.acl
     }
 
-    pub(super) fn set_pzxid(&mut self, v: i64) {
-        self.update(|f| f.meta.pzxid = v)
-    }
-    pub(super) fn set_aversion(&mut self, v: i32) {
-        self.update(|f| f.meta.aversion = v)
-    }
-    pub(super) fn set_num_children(&mut self, v: i32) {
-        self.update(|f| f.num_children = v)
-    }
-    pub(super) fn set_acl_id(&mut self, v: u32) {
-        self.update(|f| f.acl = v)
-    }
-    /// A child was created at `zxid`: numChildren one up, child-create count
-    /// `child_creates`, pzxid `zxid` (one header rewrite for the three).
-    pub(super) fn on_child_created(&mut self, child_creates: i32, zxid: i64) {
-        self.update(|f| {
-            f.num_children = f.num_children.wrapping_add(1);
-            f.meta.child_creates = child_creates;
-            f.meta.pzxid = zxid;
-        })
-    }
-
     /// The persisted fixed-size fields.
     pub fn meta(&self) -> ZnodeMeta {
         self.fields().0.meta
@@ -458,7 +561,7 @@ impl Znode {
             cversion: m.child_creates.wrapping_mul(2).wrapping_sub(n),
             aversion: m.aversion,
             ephemeral_owner: owner,
-            data_length: (self.0.len() - data_at) as i32,
+            data_length: (self.bytes.len() - data_at) as i32,
             num_children: n,
             pzxid: m.pzxid,
         }
@@ -468,17 +571,12 @@ impl Znode {
     pub fn owner(&self) -> Owner {
         Owner::from_raw(self.ephemeral_owner())
     }
-
-    /// Bytes this znode's allocation holds (header, data and path).
-    pub fn allocated_len(&self) -> usize {
-        self.0.len()
-    }
 }
 
-impl std::fmt::Debug for Znode {
+impl std::fmt::Debug for ZnodeRef<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Znode")
-            .field("path", &self.path())
+            .field("key", &String::from_utf8_lossy(self.key()))
             .field("meta", &self.meta())
             .field("num_children", &self.num_children())
             .field("acl_id", &self.acl_id())
@@ -487,29 +585,9 @@ impl std::fmt::Debug for Znode {
     }
 }
 
-impl Borrow<[u8]> for Znode {
-    fn borrow(&self) -> &[u8] {
-        self.path_bytes()
-    }
-}
-
-impl PartialEq for Znode {
-    fn eq(&self, other: &Self) -> bool {
-        self.path_bytes() == other.path_bytes()
-    }
-}
-
-impl Eq for Znode {}
-
-impl Ord for Znode {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.path_bytes().cmp(other.path_bytes())
-    }
-}
-
-impl PartialOrd for Znode {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
+impl std::fmt::Debug for Znode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.view().fmt(f)
     }
 }
 
@@ -531,21 +609,24 @@ mod tests {
             ephemeral_owner: CONTAINER_OWNER,
         };
         let mut n = Znode::new("/a/b", Some(b"xyz"), 9, &meta, 3);
-        assert_eq!(n.meta(), meta);
+        assert_eq!(n.view().meta(), meta);
         assert_eq!(
-            (n.path(), n.data(), n.acl_id()),
+            (n.path(), n.view().data(), n.view().acl_id()),
             ("/a/b", Some(&b"xyz"[..]), 9)
         );
-        assert_eq!(n.num_children(), 3);
+        assert_eq!(n.view().num_children(), 3);
         n.set_pzxid(11);
         n.set_num_children(2);
         let m = n.with_data(None);
-        assert_eq!((m.path(), m.data(), m.data_len()), ("/a/b", None, 0));
-        assert_eq!((m.pzxid(), m.num_children()), (11, 2));
+        assert_eq!(
+            (m.path(), m.view().data(), m.view().data_len()),
+            ("/a/b", None, 0)
+        );
+        assert_eq!((m.view().pzxid(), m.view().num_children()), (11, 2));
         let e = Znode::new("/e", Some(b""), 0, &meta, 0);
-        assert_eq!((e.data(), e.path()), (Some(&b""[..]), "/e"));
-        assert_eq!(n.stat().ephemeral_owner, 0);
-        assert_eq!(n.stat().cversion, 7 * 2 - 2);
+        assert_eq!((e.view().data(), e.path()), (Some(&b""[..]), "/e"));
+        assert_eq!(n.view().stat().ephemeral_owner, 0);
+        assert_eq!(n.view().stat().cversion, 7 * 2 - 2);
     }
 
     #[test]
@@ -566,31 +647,38 @@ mod tests {
             for path in ["/", "/a", long_path.as_str()] {
                 for data in [None, Some(&b""[..]), Some(&[7u8; 200][..])] {
                     let mut n = Znode::new(path, data, v as u32, &meta, v as i32);
-                    assert_eq!(n.meta(), meta);
-                    assert_eq!((n.path(), n.data(), n.acl_id()), (path, data, v as u32));
-                    assert_eq!(n.num_children(), v as i32);
-                    assert_eq!(n.data_len(), data.map_or(0, <[u8]>::len));
-                    let h = n.header();
+                    assert_eq!(n.view().meta(), meta);
+                    assert_eq!(
+                        (n.path(), n.view().data(), n.view().acl_id()),
+                        (path, data, v as u32)
+                    );
+                    assert_eq!(n.view().num_children(), v as i32);
+                    assert_eq!(n.view().data_len(), data.map_or(0, <[u8]>::len));
+                    let h = n.view().header();
                     assert_eq!(
                         (h.meta, h.num_children, h.acl_id),
                         (meta, v as i32, v as u32)
                     );
-                    assert_eq!(h.data_len, n.data_len());
+                    assert_eq!(h.data_len, n.view().data_len());
                     // Small to large and back: the header changes length both ways.
                     for pzxid in [i64::MAX, meta.czxid, i64::MIN] {
                         n.set_pzxid(pzxid);
-                        assert_eq!(n.pzxid(), pzxid);
+                        assert_eq!(n.view().pzxid(), pzxid);
                         assert_eq!(
-                            (n.meta().mzxid, n.path(), n.data()),
+                            (n.view().meta().mzxid, n.path(), n.view().data()),
                             (meta.mzxid, path, data)
                         );
                     }
                     n.on_child_created(5, 9);
                     assert_eq!(
-                        (n.num_children(), n.child_creates(), n.pzxid()),
+                        (
+                            n.view().num_children(),
+                            n.view().child_creates(),
+                            n.view().pzxid()
+                        ),
                         ((v as i32).wrapping_add(1), 5, 9)
                     );
-                    assert_eq!(n.data(), data);
+                    assert_eq!(n.view().data(), data);
                 }
             }
         }

@@ -1,0 +1,845 @@
+//! Every znode of the tree in path order, packed into leaves of consecutive znodes.
+//!
+//! A million-znode tree is mostly znodes, so their layout decides the server's memory
+//! (issue 5). One allocation per znode in a B-tree of pointers cost about 200 bytes for
+//! a 100-byte znode: the allocator rounds each record up to its size class, in-order
+//! inserts leave B-tree nodes half full, and every record repeats its parent's path and
+//! a whole zxid and time. Here a leaf is one exactly sized allocation of at most
+//! [`LEAF_MAX_BYTES`] (a single larger znode gets a leaf of its own):
+//!
+//! `[prefix length | prefix | base czxid | base ctime | record...]`, each record
+//! `[record length | key length | key | header | data]` (a [`ZnodeRef`]).
+//!
+//! - The prefix is what every path in the leaf starts with, up to and including a '/'
+//!   (usually the parent directory); keys are the paths without it, so a child's name
+//!   is its whole key.
+//! - czxid and ctime are stored relative to the leaf's [`Base`]: znodes that sit next to
+//!   each other were mostly created close together.
+//! - The leaves are in a `BTreeMap` by their first path, one entry per few dozen znodes.
+//!
+//! A write rebuilds its leaf (a copy of at most 4 KiB, or less when the record keeps its
+//! length: then it is overwritten in place), splitting a leaf that grew too large and
+//! merging one that shrank into its successor. Lookups scan one leaf's records in order.
+
+use super::znode::{self, encode_record, Base, Znode, ZnodeRef};
+use std::cmp::Ordering;
+use std::collections::{btree_map, BTreeMap};
+use std::ops::Bound;
+
+/// Largest leaf, bytes, unless it holds a single znode: the most a write copies and a
+/// lookup scans. Sized so the leaf index costs a few bytes per znode.
+const LEAF_MAX_BYTES: usize = 4096;
+
+/// A leaf smaller than this after a removal is merged into its successor (if both fit in
+/// one leaf), so deleting most znodes does not leave one leaf per survivor.
+const LEAF_MERGE_BYTES: usize = LEAF_MAX_BYTES / 4;
+
+/// The znodes of a tree, ordered by path. Paths are byte strings; the tree only puts
+/// valid ZooKeeper paths here.
+#[derive(Default)]
+pub struct ZnodeSet {
+    /// Leaves by the path of their first znode.
+    leaves: BTreeMap<Box<[u8]>, Box<[u8]>>,
+    /// Number of znodes.
+    len: usize,
+    /// Reused while building a leaf, which is then copied out exactly sized.
+    scratch: Vec<u8>,
+}
+
+impl std::fmt::Debug for ZnodeSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZnodeSet")
+            .field("len", &self.len)
+            .field("leaves", &self.leaves.len())
+            .finish()
+    }
+}
+
+/// A leaf's header, decoded, and where its records start.
+struct Leaf<'a> {
+    bytes: &'a [u8],
+    prefix: &'a [u8],
+    base: Base,
+    records_at: usize,
+}
+
+impl<'a> Leaf<'a> {
+    fn parse(bytes: &'a [u8]) -> Leaf<'a> {
+        let mut at = 0;
+        let plen = znode::get(bytes, &mut at) as usize;
+        let prefix = &bytes[at..at + plen];
+        at += plen;
+        let czxid = znode::get_signed(bytes, &mut at);
+        let ctime = znode::get_signed(bytes, &mut at);
+        Leaf {
+            bytes,
+            prefix,
+            base: Base { czxid, ctime },
+            records_at: at,
+        }
+    }
+
+    /// The records as [`Item`]s, with their whole paths.
+    fn items(&self) -> impl Iterator<Item = Item<'a>> + 'a {
+        let prefix = self.prefix;
+        self.records().map(move |(_, _, node)| Item {
+            head: prefix,
+            tail: node.key(),
+            node,
+        })
+    }
+
+    fn records(&self) -> Records<'a> {
+        Records {
+            bytes: self.bytes,
+            at: self.records_at,
+            base: self.base,
+        }
+    }
+}
+
+/// The records of one leaf in order, each with its offset in the leaf (where its record
+/// length starts) and its end.
+struct Records<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    base: Base,
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = (usize, usize, ZnodeRef<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.at >= self.bytes.len() {
+            return None;
+        }
+        let start = self.at;
+        let len = znode::get(self.bytes, &mut self.at) as usize;
+        let rec = &self.bytes[self.at..self.at + len];
+        self.at += len;
+        Some((start, self.at, ZnodeRef::new(rec, self.base)))
+    }
+}
+
+/// One znode while leaves are rebuilt: its path is `head` then `tail` (a leaf's prefix
+/// and a record's key, or a whole path and nothing), its fields and data in `node`.
+#[derive(Clone, Copy)]
+struct Item<'a> {
+    head: &'a [u8],
+    tail: &'a [u8],
+    node: ZnodeRef<'a>,
+}
+
+impl<'a> Item<'a> {
+    fn new(node: &'a Znode) -> Item<'a> {
+        let node = node.view();
+        Item {
+            head: node.key(),
+            tail: &[],
+            node,
+        }
+    }
+
+    fn path(&self) -> Vec<u8> {
+        [self.head, self.tail].concat()
+    }
+
+    fn path_len(&self) -> usize {
+        self.head.len() + self.tail.len()
+    }
+
+    /// About the bytes the record takes in a leaf: enough to decide splits.
+    fn size(&self) -> usize {
+        self.path_len() + self.node.body().len() + 4
+    }
+
+    /// The czxid and ctime a leaf starting with this znode is based on.
+    fn base(&self) -> Base {
+        let m = self.node.meta();
+        Base {
+            czxid: m.czxid,
+            ctime: m.ctime,
+        }
+    }
+}
+
+/// A znode and the prefix its key follows: its path is `prefix` then `node.key()`.
+#[derive(Clone, Copy)]
+pub struct Entry<'a> {
+    prefix: &'a [u8],
+    node: ZnodeRef<'a>,
+}
+
+impl<'a> Entry<'a> {
+    /// The znode.
+    pub fn node(&self) -> ZnodeRef<'a> {
+        self.node
+    }
+
+    /// The leaf prefix: the path's first bytes, up to and including a '/'.
+    pub fn prefix(&self) -> &'a [u8] {
+        self.prefix
+    }
+
+    /// The path after [`Entry::prefix`].
+    pub fn key(&self) -> &'a [u8] {
+        self.node.key()
+    }
+
+    /// The path, as a new string (paths come from `&str`, so always UTF-8).
+    pub fn path(&self) -> String {
+        String::from_utf8_lossy(&[self.prefix, self.key()].concat()).into_owned()
+    }
+
+    /// The path's length in bytes.
+    pub fn path_len(&self) -> usize {
+        self.prefix.len() + self.key().len()
+    }
+
+    /// How the path compares with `other`.
+    pub fn cmp_path(&self, other: &[u8]) -> Ordering {
+        let n = self.prefix.len().min(other.len());
+        match self.prefix[..n].cmp(&other[..n]) {
+            Ordering::Equal if other.len() < self.prefix.len() => Ordering::Greater,
+            Ordering::Equal => self.key().cmp(&other[self.prefix.len()..]),
+            o => o,
+        }
+    }
+
+    /// Whether the path starts with `p`.
+    pub fn starts_with(&self, p: &[u8]) -> bool {
+        if p.len() <= self.prefix.len() {
+            self.prefix.starts_with(p)
+        } else {
+            p.starts_with(self.prefix) && self.key().starts_with(&p[self.prefix.len()..])
+        }
+    }
+}
+
+/// Znodes in path order from a lower bound ([`ZnodeSet::range_from`]).
+pub struct Iter<'a> {
+    leaves: btree_map::Range<'a, Box<[u8]>, Box<[u8]>>,
+    prefix: &'a [u8],
+    records: Option<Records<'a>>,
+    /// The first znode, found while skipping those below the bound.
+    pending: Option<Entry<'a>>,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = Entry<'a>;
+
+    fn next(&mut self) -> Option<Entry<'a>> {
+        if let Some(e) = self.pending.take() {
+            return Some(e);
+        }
+        loop {
+            if let Some((_, _, node)) = self.records.as_mut().and_then(Iterator::next) {
+                return Some(Entry {
+                    prefix: self.prefix,
+                    node,
+                });
+            }
+            let (_, leaf) = self.leaves.next()?;
+            let leaf = Leaf::parse(leaf);
+            self.prefix = leaf.prefix;
+            self.records = Some(leaf.records());
+        }
+    }
+}
+
+/// `p`'s bytes up to and including the last '/' of its first `len` bytes.
+fn dir_prefix_len(p: &[u8], len: usize) -> usize {
+    p[..len]
+        .iter()
+        .rposition(|&b| b == b'/')
+        .map_or(0, |i| i + 1)
+}
+
+/// Writes a leaf of `items` (in path order, at least one) based on `base` into `out`.
+fn build_leaf(items: &[Item<'_>], base: Base, out: &mut Vec<u8>) {
+    out.clear();
+    let first = items[0].path();
+    let last = items[items.len() - 1].path();
+    let common = first.iter().zip(&last).take_while(|(a, b)| a == b).count();
+    let plen = dir_prefix_len(&first, common);
+    znode::put(out, plen as u64);
+    out.extend_from_slice(&first[..plen]);
+    znode::put_signed(out, base.czxid);
+    znode::put_signed(out, base.ctime);
+    let mut rec = Vec::with_capacity(256);
+    for it in items {
+        let (head, tail) = if plen <= it.head.len() {
+            (&it.head[plen..], it.tail)
+        } else {
+            (&[][..], &it.tail[plen - it.head.len()..])
+        };
+        rec.clear();
+        if it.node.base() == base {
+            // Same base: header and data copy over as they are.
+            znode::put(&mut rec, (head.len() + tail.len()) as u64);
+            rec.extend_from_slice(head);
+            rec.extend_from_slice(tail);
+            rec.extend_from_slice(it.node.body());
+        } else {
+            let (fields, data_at) = it.node.fields();
+            encode_record(
+                &mut rec,
+                head,
+                tail,
+                &fields,
+                base,
+                &it.node.bytes()[data_at..],
+            );
+        }
+        znode::put(out, rec.len() as u64);
+        out.extend_from_slice(&rec);
+    }
+}
+
+/// Where to cut `items` in two when they do not fit in one leaf: at the byte midpoint,
+/// but never leaving a side empty.
+fn midpoint(items: &[Item<'_>]) -> usize {
+    let total: usize = items.iter().map(Item::size).sum();
+    let mut acc = 0;
+    for (i, it) in items.iter().enumerate() {
+        acc += it.size();
+        if acc >= total / 2 {
+            return (i + 1).clamp(1, items.len() - 1);
+        }
+    }
+    items.len() / 2
+}
+
+impl ZnodeSet {
+    /// An empty set.
+    pub fn new() -> ZnodeSet {
+        ZnodeSet::default()
+    }
+
+    /// Number of znodes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The key and bytes of the leaf `path` belongs in: the last one starting at or
+    /// before it.
+    fn leaf_of(&self, path: &[u8]) -> Option<(&[u8], &[u8])> {
+        self.leaves
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(path)))
+            .next_back()
+            .map(|(k, v)| (&k[..], &v[..]))
+    }
+
+    /// The znode at `path`.
+    pub fn get(&self, path: &[u8]) -> Option<ZnodeRef<'_>> {
+        let (_, leaf) = self.leaf_of(path)?;
+        let leaf = Leaf::parse(leaf);
+        let key = path.strip_prefix(leaf.prefix)?;
+        for (_, _, node) in leaf.records() {
+            match node.key().cmp(key) {
+                Ordering::Less => continue,
+                Ordering::Equal => return Some(node),
+                Ordering::Greater => return None,
+            }
+        }
+        None
+    }
+
+    /// The path of the last znode.
+    pub fn last_path(&self) -> Option<Vec<u8>> {
+        let (_, leaf) = self.leaves.last_key_value()?;
+        let leaf = Leaf::parse(leaf);
+        let (_, _, node) = leaf.records().last()?;
+        Some([leaf.prefix, node.key()].concat())
+    }
+
+    /// Znodes in path order, from `lower` on.
+    pub fn range_from(&self, lower: Bound<&[u8]>) -> Iter<'_> {
+        let start = match lower {
+            Bound::Included(l) | Bound::Excluded(l) => self.leaf_of(l).map(|(k, _)| k),
+            Bound::Unbounded => None,
+        };
+        let leaves = match start {
+            Some(k) => self
+                .leaves
+                .range::<[u8], _>((Bound::Included(k), Bound::Unbounded)),
+            None => self.leaves.range::<[u8], _>(..),
+        };
+        let mut iter = Iter {
+            leaves,
+            prefix: &[],
+            records: None,
+            pending: None,
+        };
+        // The leaf the walk starts in can begin below the bound.
+        while let Some(e) = iter.next() {
+            let below = match lower {
+                Bound::Unbounded => false,
+                Bound::Included(l) => e.cmp_path(l) == Ordering::Less,
+                Bound::Excluded(l) => e.cmp_path(l) != Ordering::Greater,
+            };
+            if !below {
+                iter.pending = Some(e);
+                break;
+            }
+        }
+        iter
+    }
+
+    /// Adds `node` (at its path), replacing a znode at the same path; returns whether
+    /// one was replaced.
+    pub fn insert(&mut self, node: &Znode) -> bool {
+        let path = node.view().key();
+        let first = || self.leaves.first_key_value().map(|(k, v)| (&k[..], &v[..]));
+        let Some((key, _)) = self.leaf_of(path).or_else(first) else {
+            let items = [Item::new(node)];
+            let base = items[0].base();
+            self.put_run(&items, base, None);
+            self.len += 1;
+            return false;
+        };
+        let key = key.to_vec();
+        if let Some(replaced) = self.splice_in(&key, node) {
+            if !replaced {
+                self.len += 1;
+            }
+            return replaced;
+        }
+        let old = self.leaves.remove(key.as_slice()).expect("leaf just found");
+        let leaf = Leaf::parse(&old);
+        let mut items: Vec<Item<'_>> = Vec::with_capacity(64);
+        let mut at = None;
+        let mut replaced = false;
+        for it in leaf.items() {
+            if at.is_none() {
+                match cmp_item(&it, path) {
+                    Ordering::Less => {}
+                    Ordering::Equal => {
+                        at = Some(items.len());
+                        items.push(Item::new(node));
+                        replaced = true;
+                        continue;
+                    }
+                    Ordering::Greater => {
+                        at = Some(items.len());
+                        items.push(Item::new(node));
+                    }
+                }
+            }
+            items.push(it);
+        }
+        let at = at.unwrap_or_else(|| {
+            items.push(Item::new(node));
+            items.len() - 1
+        });
+        self.put_run(&items, leaf.base, Some(at));
+        if !replaced {
+            self.len += 1;
+        }
+        replaced
+    }
+
+    /// Puts `node` into the leaf at `leaf_key` by copying the leaf around its record
+    /// (or over the old record, in place, when the length stays), without decoding the
+    /// other records; returns whether a znode was replaced, or `None` when that cannot
+    /// be done (the path does not start with the leaf's prefix, or the leaf would pass
+    /// [`LEAF_MAX_BYTES`]) and the leaf must be rebuilt. A prefix shared by every path
+    /// stays shared after an insert that starts with it, even if no longer the longest.
+    fn splice_in(&mut self, leaf_key: &[u8], node: &Znode) -> Option<bool> {
+        let path = node.view().key();
+        let bytes = self.leaves.get_mut(leaf_key)?;
+        let leaf = Leaf::parse(bytes);
+        let key = path.strip_prefix(leaf.prefix)?;
+        let (start, end, replaced) = leaf
+            .records()
+            .find_map(|(s, e, n)| match n.key().cmp(key) {
+                Ordering::Equal => Some((s, e, true)),
+                Ordering::Greater => Some((s, s, false)),
+                Ordering::Less => None,
+            })
+            .unwrap_or((bytes.len(), bytes.len(), false));
+        let first = start == leaf.records_at;
+        let view = node.view();
+        let (fields, data_at) = view.fields();
+        let rec = &mut self.scratch;
+        rec.clear();
+        encode_record(rec, key, &[], &fields, leaf.base, &view.bytes()[data_at..]);
+        let mut len = Vec::with_capacity(10);
+        znode::put(&mut len, rec.len() as u64);
+        let len_bytes = len.len();
+        let new_len = len_bytes + rec.len();
+        if replaced && new_len == end - start {
+            bytes[start..start + len_bytes].copy_from_slice(&len);
+            bytes[start + len_bytes..end].copy_from_slice(rec);
+            return Some(true);
+        }
+        let total = bytes.len() - (end - start) + new_len;
+        if total > LEAF_MAX_BYTES {
+            return None;
+        }
+        let mut b = Vec::with_capacity(total);
+        b.extend_from_slice(&bytes[..start]);
+        b.extend_from_slice(&len);
+        b.extend_from_slice(rec);
+        b.extend_from_slice(&bytes[end..]);
+        *bytes = b.into_boxed_slice();
+        if first && !replaced {
+            // A new first znode: the leaf is found by its path now.
+            let leaf = self.leaves.remove(leaf_key).expect("leaf just changed");
+            self.leaves.insert(path.into(), leaf);
+        }
+        Some(replaced)
+    }
+
+    /// Takes the record at `path` out of the leaf at `leaf_key` by copying the leaf
+    /// around it; `None` when the leaf should be rebuilt instead (it would become
+    /// small enough to merge) or `path` is not there.
+    fn splice_out(&mut self, leaf_key: &[u8], path: &[u8]) -> Option<Znode> {
+        let bytes = self.leaves.get_mut(leaf_key)?;
+        let leaf = Leaf::parse(bytes);
+        let key = path.strip_prefix(leaf.prefix)?;
+        let mut records = leaf.records();
+        let (start, end, node) = records.find(|(_, _, n)| n.key() >= key)?;
+        if node.key() != key {
+            return None;
+        }
+        let next_key = records.next().map(|(_, _, n)| n.key());
+        let removed = Znode::from_ref(path, node);
+        let total = bytes.len() - (end - start);
+        if next_key.is_none() && start == leaf.records_at {
+            // The only znode: the leaf goes.
+            self.leaves.remove(leaf_key);
+            return Some(removed);
+        }
+        if total < LEAF_MERGE_BYTES {
+            return None;
+        }
+        let new_first = (start == leaf.records_at)
+            .then(|| [leaf.prefix, next_key.expect("a record follows")].concat());
+        let mut b = Vec::with_capacity(total);
+        b.extend_from_slice(&bytes[..start]);
+        b.extend_from_slice(&bytes[end..]);
+        *bytes = b.into_boxed_slice();
+        if let Some(first) = new_first {
+            let leaf = self.leaves.remove(leaf_key).expect("leaf just changed");
+            self.leaves.insert(first.into_boxed_slice(), leaf);
+        }
+        Some(removed)
+    }
+
+    /// Takes the znode at `path` out; `None` if there is none.
+    pub fn remove(&mut self, path: &[u8]) -> Option<Znode> {
+        let (key, _) = self.leaf_of(path)?;
+        let key = key.to_vec();
+        if let Some(removed) = self.splice_out(&key, path) {
+            self.len -= 1;
+            return Some(removed);
+        }
+        let (key, old) = self
+            .leaves
+            .remove_entry(key.as_slice())
+            .expect("leaf just found");
+        let leaf = Leaf::parse(&old);
+        let mut items: Vec<Item<'_>> = Vec::with_capacity(64);
+        let mut removed = None;
+        for it in leaf.items() {
+            if removed.is_none() && cmp_item(&it, path) == Ordering::Equal {
+                removed = Some(Znode::from_ref(path, it.node));
+            } else {
+                items.push(it);
+            }
+        }
+        let Some(removed) = removed else {
+            self.leaves.insert(key, old);
+            return None;
+        };
+        self.len -= 1;
+        // A small leaf takes its successor in, if the two fit in one.
+        let size: usize = items.iter().map(Item::size).sum();
+        let next = if size < LEAF_MERGE_BYTES {
+            self.leaves
+                .range::<[u8], _>((Bound::Excluded(&key[..]), Bound::Unbounded))
+                .next()
+                .filter(|(_, b)| size + b.len() <= LEAF_MAX_BYTES)
+                .map(|(k, _)| k.clone())
+        } else {
+            None
+        };
+        let next_leaf = next.and_then(|k| self.leaves.remove(&k));
+        if let Some(n) = &next_leaf {
+            items.extend(Leaf::parse(n).items());
+        }
+        if !items.is_empty() {
+            self.put_run(&items, leaf.base, None);
+        }
+        Some(removed)
+    }
+
+    /// Writes `items` (in path order, at least one) as one leaf based on `base`, or as
+    /// several if they do not fit in [`LEAF_MAX_BYTES`]; the later ones are based on
+    /// their first znode. `new` is where a znode was just inserted: the cut goes right
+    /// after it, so the next insert of an ascending run (sequential names, even in the
+    /// middle of the tree) appends to a leaf that fills up instead of being halved;
+    /// at the very end the new znode starts a leaf of its own.
+    fn put_run(&mut self, items: &[Item<'_>], base: Base, new: Option<usize>) {
+        build_leaf(items, base, &mut self.scratch);
+        if self.scratch.len() <= LEAF_MAX_BYTES || items.len() == 1 {
+            let leaf: Box<[u8]> = self.scratch.as_slice().into();
+            self.leaves.insert(items[0].path().into_boxed_slice(), leaf);
+            return;
+        }
+        let cut = match new {
+            Some(i) if i + 1 < items.len() => i + 1,
+            Some(i) if i > 0 => i,
+            _ => midpoint(items),
+        };
+        let (left, right) = items.split_at(cut);
+        self.put_run(left, base, None);
+        self.put_run(right, right[0].base(), None);
+    }
+
+    /// A set of `nodes`, which are in strictly increasing path order (a snapshot being
+    /// loaded): full leaves in one pass.
+    pub fn from_sorted(nodes: &[Znode]) -> ZnodeSet {
+        let mut set = ZnodeSet::new();
+        let items: Vec<Item<'_>> = nodes.iter().map(Item::new).collect();
+        let mut start = 0;
+        while start < items.len() {
+            // Estimated by whole paths and unbased headers, which overstate: the run
+            // grows until the real leaf would pass the limit, then gives back the last.
+            let mut end = start + 1;
+            let mut size = items[start].size();
+            while end < items.len() && size + items[end].size() <= 2 * LEAF_MAX_BYTES {
+                size += items[end].size();
+                end += 1;
+            }
+            let base = items[start].base();
+            build_leaf(&items[start..end], base, &mut set.scratch);
+            if set.scratch.len() > LEAF_MAX_BYTES {
+                // Keep the records that fit, as this build encoded them; a shorter run
+                // can only share a longer prefix, so the rebuild is no larger.
+                let leaf = Leaf::parse(&set.scratch);
+                let fit = leaf
+                    .records()
+                    .take_while(|&(_, rec_end, _)| rec_end <= LEAF_MAX_BYTES)
+                    .count();
+                end = start + fit.max(1);
+                build_leaf(&items[start..end], base, &mut set.scratch);
+            }
+            let leaf: Box<[u8]> = set.scratch.as_slice().into();
+            set.leaves
+                .insert(items[start].path().into_boxed_slice(), leaf);
+            start = end;
+        }
+        set.len = nodes.len();
+        set
+    }
+}
+
+/// How `it`'s path compares with `path`.
+fn cmp_item(it: &Item<'_>, path: &[u8]) -> Ordering {
+    let n = it.head.len().min(path.len());
+    match it.head[..n].cmp(&path[..n]) {
+        Ordering::Equal if path.len() < it.head.len() => Ordering::Greater,
+        Ordering::Equal => it.tail.cmp(&path[it.head.len()..]),
+        o => o,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tree::ZnodeMeta;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap as Model;
+
+    /// A znode whose fields and data are derived from `seed`, so the model can check
+    /// every field comes back.
+    fn node(path: &str, seed: u64) -> Znode {
+        let meta = ZnodeMeta {
+            czxid: (1 << 32) + (seed % 5000) as i64,
+            mzxid: (1 << 32) + (seed % 7000) as i64,
+            pzxid: (seed % 3) as i64 * 1_000_000,
+            ctime: 1_764_000_000_000 + (seed % 100_000) as i64,
+            mtime: 1_764_000_000_000 + (seed % 90_000) as i64,
+            version: (seed % 11) as i32,
+            child_creates: (seed % 13) as i32,
+            aversion: (seed % 2) as i32,
+            ephemeral_owner: if seed.is_multiple_of(4) {
+                seed as i64
+            } else {
+                0
+            },
+        };
+        // Mostly small, some larger than a leaf, some null.
+        let data = match seed % 17 {
+            0 => None,
+            1 => Some(vec![seed as u8; 5000]),
+            n => Some(vec![seed as u8; (n * 13) as usize]),
+        };
+        Znode::new(
+            path,
+            data.as_deref(),
+            (seed % 3) as u32,
+            &meta,
+            (seed % 5) as i32,
+        )
+    }
+
+    fn same(got: ZnodeRef<'_>, want: &Znode) {
+        let want = want.view();
+        assert_eq!(got.meta(), want.meta());
+        assert_eq!(got.data(), want.data());
+        assert_eq!(got.acl_id(), want.acl_id());
+        assert_eq!(got.num_children(), want.num_children());
+    }
+
+    /// Paths from a small alphabet with '/', so they share prefixes and directories.
+    fn path_strategy() -> impl Strategy<Value = String> {
+        proptest::collection::vec(
+            prop_oneof![
+                Just("a"),
+                Just("b"),
+                Just("k0001"),
+                Just("k0002"),
+                Just("z")
+            ],
+            1..5,
+        )
+        .prop_map(|parts| format!("/{}", parts.join("/")))
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(String, u64),
+        Remove(String),
+        Sequential(String, u16, u64),
+    }
+
+    fn op_strategy() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (path_strategy(), any::<u64>()).prop_map(|(p, s)| Op::Insert(p, s)),
+            2 => path_strategy().prop_map(Op::Remove),
+            1 => (path_strategy(), 1..200u16, any::<u64>()).prop_map(|(p, n, s)| Op::Sequential(p, n, s)),
+        ]
+    }
+
+    fn check(set: &ZnodeSet, model: &Model<String, Znode>, probes: &[String]) {
+        assert_eq!(set.len(), model.len());
+        // Every znode in order, with its path.
+        let all: Vec<(String, ZnodeRef<'_>)> = set
+            .range_from(Bound::Unbounded)
+            .map(|e| (e.path(), e.node()))
+            .collect();
+        assert_eq!(all.len(), model.len());
+        for ((p, n), (mp, mn)) in all.iter().zip(model) {
+            assert_eq!(p, mp);
+            same(*n, mn);
+        }
+        assert_eq!(
+            set.last_path(),
+            model.keys().next_back().map(|k| k.as_bytes().to_vec())
+        );
+        for p in probes {
+            match (set.get(p.as_bytes()), model.get(p)) {
+                (Some(g), Some(w)) => same(g, w),
+                (None, None) => {}
+                (g, w) => panic!("{p}: set {g:?}, model {w:?}"),
+            }
+            for (bound, lo) in [
+                (Bound::Included(p.as_bytes()), Bound::Included(p.clone())),
+                (Bound::Excluded(p.as_bytes()), Bound::Excluded(p.clone())),
+            ] {
+                let got: Vec<String> = set.range_from(bound).take(5).map(|e| e.path()).collect();
+                let want: Vec<String> = model
+                    .range((lo, Bound::Unbounded))
+                    .take(5)
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                assert_eq!(got, want, "range from {p}");
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn behaves_like_an_ordered_map(ops in proptest::collection::vec(op_strategy(), 1..120)) {
+            let mut set = ZnodeSet::new();
+            let mut model: Model<String, Znode> = Model::new();
+            let mut probes = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Insert(p, s) => {
+                        let n = node(&p, s);
+                        prop_assert_eq!(set.insert(&n), model.insert(p.clone(), n).is_some());
+                        probes.push(p);
+                    }
+                    Op::Remove(p) => {
+                        let got = set.remove(p.as_bytes());
+                        let want = model.remove(&p);
+                        prop_assert_eq!(got.is_some(), want.is_some());
+                        if let (Some(g), Some(w)) = (got, want) {
+                            prop_assert_eq!(g.path(), p.as_str());
+                            same(g.view(), &w);
+                        }
+                        probes.push(p);
+                    }
+                    Op::Sequential(dir, n, s) => {
+                        for i in 0..n {
+                            let p = format!("{dir}/s{:06}", (s as u32 % 1000) + i as u32);
+                            let z = node(&p, s.wrapping_add(i as u64));
+                            set.insert(&z);
+                            model.insert(p, z);
+                        }
+                    }
+                }
+            }
+            check(&set, &model, &probes);
+            // A set built in one pass from the same znodes reads the same.
+            let sorted: Vec<Znode> = model.values().cloned().collect();
+            let bulk = ZnodeSet::from_sorted(&sorted);
+            check(&bulk, &model, &probes);
+            // Removing everything leaves nothing behind.
+            for p in model.keys() {
+                prop_assert!(set.remove(p.as_bytes()).is_some());
+            }
+            prop_assert!(set.is_empty());
+            prop_assert_eq!(set.leaves.len(), 0);
+        }
+    }
+
+    #[test]
+    fn ascending_inserts_fill_leaves() {
+        // Four interleaved ascending runs, as four clients creating sequential names.
+        let mut set = ZnodeSet::new();
+        let data = [b'x'; 100];
+        let meta = ZnodeMeta::created(0, 1 << 32, 1_764_000_000_000);
+        for i in 0..2500 {
+            for s in 0..4 {
+                let p = format!("/d/k{:08}", s * 2500 + i);
+                set.insert(&Znode::new(&p, Some(&data), 0, &meta, 0));
+            }
+        }
+        let bytes: usize = set.leaves.values().map(|l| l.len()).sum();
+        let full = set.leaves.len() * LEAF_MAX_BYTES;
+        assert!(
+            bytes * 10 >= full * 9,
+            "leaves {} of {} bytes hold {bytes}",
+            set.leaves.len(),
+            LEAF_MAX_BYTES
+        );
+        // A record is key, header and data: the shared "/d/" and the whole czxid and
+        // ctime are stored once per leaf.
+        assert!(
+            bytes / set.len() < 100 + 9 + 16,
+            "{} bytes a znode",
+            bytes / set.len()
+        );
+    }
+}
