@@ -743,4 +743,58 @@ mod tests {
         assert_eq!(t.acls.len(), 2);
         assert_eq!(t.acl(t.get("/m").unwrap()).as_ref(), &acl::open_acl());
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Children, numChildren and subtree counts against a plain set of paths, on
+        /// trees large enough to span many leaves (data of up to 1.5 KiB, names that
+        /// share prefixes and sort around '/').
+        #[test]
+        fn children_match_a_model_across_leaves(
+            ops in proptest::collection::vec(
+                (proptest::collection::vec(0..5usize, 1..5), 0..1500usize, proptest::bool::weighted(0.8)),
+                1..300,
+            )
+        ) {
+            const NAMES: [&str; 5] = ["a", "a-b", "a0", "b", "k0001"];
+            let mut t = DataTree::new();
+            let mut model: BTreeSet<String> = ["/zookeeper", "/zookeeper/quota", "/zookeeper/config"]
+                .iter().map(|s| s.to_string()).collect();
+            let mut zxid = 2;
+            for (parts, size, create) in ops {
+                let path = format!("/{}", parts.iter().map(|&i| NAMES[i]).collect::<Vec<_>>().join("/"));
+                zxid += 1;
+                if create {
+                    let parent = path::split(&path).0;
+                    let ok = parent == "/" || model.contains(parent);
+                    let r = t.create(&path, Some(&vec![7u8; size]), &open(), 0, 1, zxid, zxid * 10);
+                    proptest::prop_assert_eq!(r.is_ok(), ok && !model.contains(&path));
+                    if r.is_ok() {
+                        model.insert(path);
+                    }
+                } else {
+                    let has_children = model.iter().any(|p| p.starts_with(&format!("{path}/")));
+                    let r = t.delete(&path, zxid);
+                    proptest::prop_assert_eq!(r.is_ok(), model.contains(&path) && !has_children);
+                    if r.is_ok() {
+                        model.remove(&path);
+                    }
+                }
+            }
+            proptest::prop_assert_eq!(t.node_count(), model.len() + 1);
+            for p in std::iter::once("/".to_string()).chain(model.iter().cloned()) {
+                let prefix = if p == "/" { "/".to_string() } else { format!("{p}/") };
+                let want: Vec<&str> = model
+                    .iter()
+                    .filter_map(|q| q.strip_prefix(&prefix))
+                    .filter(|rest| !rest.contains('/'))
+                    .collect();
+                let got: Vec<&str> = t.children(&p).collect();
+                proptest::prop_assert_eq!(&got, &want, "children of {}", p);
+                proptest::prop_assert_eq!(t.get(&p).unwrap().num_children() as usize, want.len());
+                let below = model.iter().filter(|q| q.starts_with(&prefix)).count();
+                proptest::prop_assert_eq!(t.descendant_count(&p), below, "below {}", p);
+            }
+        }
+    }
 }
