@@ -410,6 +410,15 @@ impl ZnodeSet {
             }
             return replaced;
         }
+        if self.is_one_large_other(&key, path) {
+            // A leaf of one large znode stays as it is (not copied twice to split it
+            // off again): the new znode starts a leaf of its own.
+            let items = [Item::new(node)];
+            let base = items[0].base();
+            self.put_run(&items, base, None);
+            self.len += 1;
+            return false;
+        }
         let old = self.leaves.remove(key.as_slice()).expect("leaf just found");
         let leaf = Leaf::parse(&old);
         let mut items: Vec<Item<'_>> = Vec::with_capacity(64);
@@ -442,6 +451,22 @@ impl ZnodeSet {
             self.len += 1;
         }
         replaced
+    }
+
+    /// Whether the leaf at `leaf_key` holds a single znode, larger than half a leaf, at
+    /// a path other than `path`.
+    fn is_one_large_other(&self, leaf_key: &[u8], path: &[u8]) -> bool {
+        let Some(bytes) = self.leaves.get(leaf_key) else {
+            return false;
+        };
+        let leaf = Leaf::parse(bytes);
+        let mut items = leaf.items();
+        match (items.next(), items.next()) {
+            (Some(only), None) => {
+                bytes.len() > LEAF_MAX_BYTES / 2 && cmp_item(&only, path) != Ordering::Equal
+            }
+            _ => false,
+        }
     }
 
     /// Puts `node` into the leaf at `leaf_key` by copying the leaf around its record
