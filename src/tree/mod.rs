@@ -23,6 +23,9 @@ use std::sync::Arc;
 pub use znode::{Owner, Znode, ZnodeHeader, ZnodeMeta, ZnodeRef};
 pub use znode_set::{Entry, ZnodeSet};
 
+/// Znodes loaded in path order are packed into leaves in batches of this many.
+const LOAD_BATCH: usize = 512;
+
 /// The tree of znodes.
 #[derive(Debug)]
 pub struct DataTree {
@@ -48,9 +51,9 @@ pub struct DataTree {
     /// ([`DataTree::finish_loading`]) instead of one per child (a million-child parent
     /// would otherwise be taken out of the set and put back a million times).
     loading_children: HashMap<String, i32>,
-    /// Znodes loaded in path order and not yet in `nodes`: [`DataTree::finish_loading`]
-    /// builds the set from them in one pass (sorted input needs no B-tree searches, and
-    /// the nodes come out full instead of half full).
+    /// Znodes loaded in path order and not yet in `nodes`: packed into full leaves
+    /// every [`LOAD_BATCH`] and by [`DataTree::finish_loading`] (sorted input needs no
+    /// searches).
     loading: Vec<Znode>,
 }
 
@@ -468,6 +471,11 @@ impl DataTree {
         let node = Znode::new(path, data, acl, meta, children);
         if in_order {
             self.loading.push(node);
+            if self.loading.len() >= LOAD_BATCH {
+                // Packed as they come, so a load never holds every znode twice.
+                let packed = self.nodes.append_sorted(&self.loading, false);
+                self.loading.drain(..packed);
+            }
         } else {
             self.nodes.insert(&node);
         }
@@ -476,18 +484,14 @@ impl DataTree {
     /// Adds the children counted by [`DataTree::insert_loaded`] to their parents'
     /// `numChildren` (a parent that was never loaded gets nothing, as before), after
     /// moving the znodes loaded in path order into the set. Every mutation calls it
-    /// too, so a forgotten call cannot lose a znode behind a write; reads before it do
-    /// not see the znodes loaded in order.
+    /// too, so a forgotten call cannot lose a znode behind a write; reads before it may
+    /// miss the last znodes loaded in order, and see stale `numChildren`.
     pub fn finish_loading(&mut self) {
         if !self.loading.is_empty() {
+            // After every znode in the set: `insert_loaded` only keeps znodes in path
+            // order here.
             let loaded = std::mem::take(&mut self.loading);
-            if self.nodes.is_empty() {
-                self.nodes = ZnodeSet::from_sorted(&loaded);
-            } else {
-                for node in &loaded {
-                    self.nodes.insert(node);
-                }
-            }
+            self.nodes.append_sorted(&loaded, true);
         }
         if self.loading_children.is_empty() {
             return;

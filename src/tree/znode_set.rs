@@ -628,10 +628,20 @@ impl ZnodeSet {
         self.put_run(right, right[0].base(), None);
     }
 
-    /// A set of `nodes`, which are in strictly increasing path order (a snapshot being
-    /// loaded): full leaves in one pass.
+    /// A set of `nodes`, which are in strictly increasing path order: full leaves in
+    /// one pass.
     pub fn from_sorted(nodes: &[Znode]) -> ZnodeSet {
         let mut set = ZnodeSet::new();
+        set.append_sorted(nodes, true);
+        set
+    }
+
+    /// Adds `nodes`, which are in strictly increasing path order and all after every
+    /// znode in the set (a snapshot being loaded), as full leaves without searching.
+    /// Unless `all`, stops before a last run too small to fill a leaf, so a load can
+    /// hand znodes over in batches and still get full leaves; returns how many it took.
+    pub fn append_sorted(&mut self, nodes: &[Znode], all: bool) -> usize {
+        let set = self;
         let items: Vec<Item<'_>> = nodes.iter().map(Item::new).collect();
         let mut start = 0;
         while start < items.len() {
@@ -655,14 +665,17 @@ impl ZnodeSet {
                     .count();
                 end = start + fit.max(1);
                 build_leaf(&items[start..end], base, &mut set.scratch);
+            } else if end == items.len() && !all {
+                // Not full, and the next batch may add to it.
+                break;
             }
             let leaf: Box<[u8]> = set.scratch.as_slice().into();
             set.leaves
                 .insert(items[start].path().into_boxed_slice(), leaf);
+            set.len += end - start;
             start = end;
         }
-        set.len = nodes.len();
-        set
+        start
     }
 }
 
@@ -830,6 +843,18 @@ mod tests {
             let sorted: Vec<Znode> = model.values().cloned().collect();
             let bulk = ZnodeSet::from_sorted(&sorted);
             check(&bulk, &model, &probes);
+            // And in batches, as a load hands them over.
+            let mut batched = ZnodeSet::new();
+            let mut pending: Vec<Znode> = Vec::new();
+            for z in sorted {
+                pending.push(z);
+                if pending.len() >= 7 {
+                    let taken = batched.append_sorted(&pending, false);
+                    pending.drain(..taken);
+                }
+            }
+            prop_assert_eq!(batched.append_sorted(&pending, true), pending.len());
+            check(&batched, &model, &probes);
             // Removing everything leaves nothing behind.
             for p in model.keys() {
                 prop_assert!(set.remove(p.as_bytes()).is_some());
