@@ -16,8 +16,9 @@ use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// Requested sizes up to this are counted one by one in the histogram; larger ones
-/// (B-tree nodes are a few hundred bytes, so they fit) share the last slot.
-const HIST_SLOTS: usize = 2048;
+/// (a leaf of packed znodes is at most 4 KiB unless it holds one larger znode, so leaves
+/// fit) share the last slot.
+const HIST_SLOTS: usize = 4098;
 
 /// The system allocator with live counters: requested bytes, glibc chunk bytes, and the
 /// number of live allocations per requested size.
