@@ -363,7 +363,9 @@ public class CuratorCompat {
             }
         }
         require(maxConcurrent.get() == 1, "up to " + maxConcurrent.get() + " selectors led at once");
-        List<String> first = new ArrayList<>(order.subList(0, n * rounds));
+        // A snapshot first: a leadership that began just before close() can still add
+        // to `order`, and a sublist of a CopyOnWriteArrayList throws on that.
+        List<String> first = new ArrayList<>(new ArrayList<>(order).subList(0, n * rounds));
         for (int i = 0; i < n; i++) {
             int k = Collections.frequency(first, "sel-" + i);
             require(k == rounds, "sel-" + i + " led " + k + " times in the first " + n * rounds
