@@ -839,3 +839,36 @@ fn digest_mismatch_is_refused_unless_ignored() {
     let s = keel::import::run(&options(&zk, &dir.path().join("k")), &mut |_| {}).unwrap();
     assert_eq!(s.replay.digests_matched, 1);
 }
+
+#[test]
+fn a_snapshot_digest_mismatch_is_settled_by_a_later_matching_txn_digest() {
+    // ZooKeeper writes snapshots while it applies txns: the digest it records for the
+    // snapshot's zxid can disagree with the znodes written (77 here). The txn after it,
+    // whose digest matches the replayed tree, shows the import is ZooKeeper's data.
+    let body = create_body("/z", b"z", false, 3);
+    let mut t = ZkTree::from_snapshot(parse_snapshot(&sample_snapshot(None)).unwrap());
+    t.apply(&record(6, 0x77, op::CREATE, &body)).unwrap();
+    let good = log_file(&[payload(0x77, 6, op::CREATE, &body, Some(t.digest()))], 0);
+    let dir = tempfile::tempdir().unwrap();
+    let zk = zk_dir(
+        dir.path(),
+        &[(5, sample_snapshot(Some((5, 77))))],
+        &[(6, good)],
+    );
+    let s = keel::import::run(&options(&zk, &dir.path().join("k")), &mut |_| {}).unwrap();
+    assert_eq!(s.replay.digests_matched, 1);
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.contains("later txn digests matched")),
+        "{:?}",
+        s.warnings
+    );
+    // Without a txn digest after it, nothing settles it: refused.
+    let bare = log_file(&[payload(0x77, 6, op::CREATE, &body, None)], 0);
+    refused(
+        &[(5, sample_snapshot(Some((5, 77))))],
+        &[(6, bare)],
+        "no later txn digest in the logs matched",
+    );
+}
