@@ -191,6 +191,15 @@ pub(super) fn put_signed(out: &mut Vec<u8>, v: i64) {
     put(out, ((v << 1) ^ (v >> 63)) as u64);
 }
 
+/// `v` as a LEB128 varint on the stack: the bytes and how many of them are used.
+pub(super) fn varint(v: u64) -> ([u8; 10], usize) {
+    let mut h = HeaderBuf::new();
+    h.put(v);
+    let mut out = [0u8; 10];
+    out[..h.len].copy_from_slice(h.as_slice());
+    (out, h.len)
+}
+
 /// Reads the LEB128 varint at `*at`, moving `*at` past it.
 pub(super) fn get(b: &[u8], at: &mut usize) -> u64 {
     let mut v = 0u64;
@@ -303,11 +312,6 @@ impl Znode {
     /// The absolute path. Built from a `&str`, so always UTF-8.
     pub fn path(&self) -> &str {
         std::str::from_utf8(self.view().key()).unwrap_or("")
-    }
-
-    /// This znode with `data` instead of its own; everything else equal.
-    pub fn with_data(&self, data: Option<&[u8]>) -> Znode {
-        self.view().rebuilt(self.view().key(), data, |_| {})
     }
 
     /// Changes header fields: in place when the new header is as long as the old,
@@ -617,7 +621,7 @@ mod tests {
         assert_eq!(n.view().num_children(), 3);
         n.set_pzxid(11);
         n.set_num_children(2);
-        let m = n.with_data(None);
+        let m = n.view().with_data_and_meta(b"/a/b", None, &n.view().meta());
         assert_eq!(
             (m.path(), m.view().data(), m.view().data_len()),
             ("/a/b", None, 0)

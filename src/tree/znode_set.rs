@@ -191,11 +191,6 @@ impl<'a> Entry<'a> {
         String::from_utf8_lossy(&[self.prefix, self.key()].concat()).into_owned()
     }
 
-    /// The path's length in bytes.
-    pub fn path_len(&self) -> usize {
-        self.prefix.len() + self.key().len()
-    }
-
     /// How the path compares with `other`.
     pub fn cmp_path(&self, other: &[u8]) -> Ordering {
         let n = self.prefix.len().min(other.len());
@@ -395,21 +390,21 @@ impl ZnodeSet {
     /// one was replaced.
     pub fn insert(&mut self, node: &Znode) -> bool {
         let path = node.view().key();
-        let first = || self.leaves.first_key_value().map(|(k, v)| (&k[..], &v[..]));
-        let Some((key, _)) = self.leaf_of(path).or_else(first) else {
+        if self.leaves.is_empty() {
             let items = [Item::new(node)];
             let base = items[0].base();
             self.put_run(&items, base, None);
             self.len += 1;
             return false;
-        };
-        let key = key.to_vec();
-        if let Some(replaced) = self.splice_in(&key, node) {
+        }
+        if let Some(replaced) = self.splice_in(node) {
             if !replaced {
                 self.len += 1;
             }
             return replaced;
         }
+        let (key, _) = leaf_for(&mut self.leaves, path).expect("the set is not empty");
+        let key = key.to_vec();
         if self.is_one_large_other(&key, path) {
             // A leaf of one large znode stays as it is (not copied twice to split it
             // off again): the new znode starts a leaf of its own.
@@ -469,15 +464,15 @@ impl ZnodeSet {
         }
     }
 
-    /// Puts `node` into the leaf at `leaf_key` by copying the leaf around its record
+    /// Puts `node` into its leaf by copying the leaf around its record
     /// (or over the old record, in place, when the length stays), without decoding the
     /// other records; returns whether a znode was replaced, or `None` when that cannot
     /// be done (the path does not start with the leaf's prefix, or the leaf would pass
     /// [`LEAF_MAX_BYTES`]) and the leaf must be rebuilt. A prefix shared by every path
     /// stays shared after an insert that starts with it, even if no longer the longest.
-    fn splice_in(&mut self, leaf_key: &[u8], node: &Znode) -> Option<bool> {
+    fn splice_in(&mut self, node: &Znode) -> Option<bool> {
         let path = node.view().key();
-        let bytes = self.leaves.get_mut(leaf_key)?;
+        let (leaf_key, bytes) = leaf_for(&mut self.leaves, path)?;
         let leaf = Leaf::parse(bytes);
         let key = path.strip_prefix(leaf.prefix)?;
         let (start, end, replaced) = leaf
@@ -494,12 +489,11 @@ impl ZnodeSet {
         let rec = &mut self.scratch;
         rec.clear();
         encode_record(rec, key, &[], &fields, leaf.base, &view.bytes()[data_at..]);
-        let mut len = Vec::with_capacity(10);
-        znode::put(&mut len, rec.len() as u64);
-        let len_bytes = len.len();
+        let (len, len_bytes) = znode::varint(rec.len() as u64);
+        let len = &len[..len_bytes];
         let new_len = len_bytes + rec.len();
         if replaced && new_len == end - start {
-            bytes[start..start + len_bytes].copy_from_slice(&len);
+            bytes[start..start + len_bytes].copy_from_slice(len);
             bytes[start + len_bytes..end].copy_from_slice(rec);
             return Some(true);
         }
@@ -509,23 +503,24 @@ impl ZnodeSet {
         }
         let mut b = Vec::with_capacity(total);
         b.extend_from_slice(&bytes[..start]);
-        b.extend_from_slice(&len);
+        b.extend_from_slice(len);
         b.extend_from_slice(rec);
         b.extend_from_slice(&bytes[end..]);
         *bytes = b.into_boxed_slice();
         if first && !replaced {
             // A new first znode: the leaf is found by its path now.
-            let leaf = self.leaves.remove(leaf_key).expect("leaf just changed");
+            let leaf_key: Box<[u8]> = leaf_key.into();
+            let leaf = self.leaves.remove(&leaf_key).expect("leaf just changed");
             self.leaves.insert(path.into(), leaf);
         }
         Some(replaced)
     }
 
-    /// Takes the record at `path` out of the leaf at `leaf_key` by copying the leaf
-    /// around it; `None` when the leaf should be rebuilt instead (it would become
-    /// small enough to merge) or `path` is not there.
-    fn splice_out(&mut self, leaf_key: &[u8], path: &[u8]) -> Option<Znode> {
-        let bytes = self.leaves.get_mut(leaf_key)?;
+    /// Takes the record at `path` out of its leaf by copying the leaf around it;
+    /// `None` when the leaf should be rebuilt instead (it would become small enough to
+    /// merge) or `path` is not there.
+    fn splice_out(&mut self, path: &[u8]) -> Option<Znode> {
+        let (leaf_key, bytes) = leaf_for(&mut self.leaves, path)?;
         let leaf = Leaf::parse(bytes);
         let key = path.strip_prefix(leaf.prefix)?;
         let mut records = leaf.records();
@@ -538,7 +533,8 @@ impl ZnodeSet {
         let total = bytes.len() - (end - start);
         if next_key.is_none() && start == leaf.records_at {
             // The only znode: the leaf goes.
-            self.leaves.remove(leaf_key);
+            let leaf_key: Box<[u8]> = leaf_key.into();
+            self.leaves.remove(&leaf_key);
             return Some(removed);
         }
         if total < LEAF_MERGE_BYTES {
@@ -551,7 +547,8 @@ impl ZnodeSet {
         b.extend_from_slice(&bytes[end..]);
         *bytes = b.into_boxed_slice();
         if let Some(first) = new_first {
-            let leaf = self.leaves.remove(leaf_key).expect("leaf just changed");
+            let leaf_key: Box<[u8]> = leaf_key.into();
+            let leaf = self.leaves.remove(&leaf_key).expect("leaf just changed");
             self.leaves.insert(first.into_boxed_slice(), leaf);
         }
         Some(removed)
@@ -559,12 +556,12 @@ impl ZnodeSet {
 
     /// Takes the znode at `path` out; `None` if there is none.
     pub fn remove(&mut self, path: &[u8]) -> Option<Znode> {
-        let (key, _) = self.leaf_of(path)?;
-        let key = key.to_vec();
-        if let Some(removed) = self.splice_out(&key, path) {
+        if let Some(removed) = self.splice_out(path) {
             self.len -= 1;
             return Some(removed);
         }
+        let (key, _) = self.leaf_of(path)?;
+        let key = key.to_vec();
         let (key, old) = self
             .leaves
             .remove_entry(key.as_slice())
@@ -628,14 +625,6 @@ impl ZnodeSet {
         self.put_run(right, right[0].base(), None);
     }
 
-    /// A set of `nodes`, which are in strictly increasing path order: full leaves in
-    /// one pass.
-    pub fn from_sorted(nodes: &[Znode]) -> ZnodeSet {
-        let mut set = ZnodeSet::new();
-        set.append_sorted(nodes, true);
-        set
-    }
-
     /// Adds `nodes`, which are in strictly increasing path order and all after every
     /// znode in the set (a snapshot being loaded), as full leaves without searching.
     /// Unless `all`, stops before a last run too small to fill a leaf, so a load can
@@ -677,6 +666,23 @@ impl ZnodeSet {
         }
         start
     }
+}
+
+/// The leaf `path` belongs in, found with one search: the last one starting at or
+/// before it, else (a path before every leaf) the first.
+fn leaf_for<'a>(
+    leaves: &'a mut BTreeMap<Box<[u8]>, Box<[u8]>>,
+    path: &[u8],
+) -> Option<(&'a [u8], &'a mut Box<[u8]>)> {
+    let before_all = leaves.first_key_value().is_some_and(|(k, _)| &k[..] > path);
+    let (k, v) = if before_all {
+        leaves.iter_mut().next()
+    } else {
+        leaves
+            .range_mut::<[u8], _>((Bound::Unbounded, Bound::Included(path)))
+            .next_back()
+    }?;
+    Some((&k[..], v))
 }
 
 /// How `it`'s path compares with `path`.
@@ -841,7 +847,8 @@ mod tests {
             check(&set, &model, &probes);
             // A set built in one pass from the same znodes reads the same.
             let sorted: Vec<Znode> = model.values().cloned().collect();
-            let bulk = ZnodeSet::from_sorted(&sorted);
+            let mut bulk = ZnodeSet::new();
+            prop_assert_eq!(bulk.append_sorted(&sorted, true), sorted.len());
             check(&bulk, &model, &probes);
             // And in batches, as a load hands them over.
             let mut batched = ZnodeSet::new();
