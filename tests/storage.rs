@@ -881,3 +881,38 @@ fn rocks_close_keeps_everything_and_leaves_no_wal_to_replay() {
     assert_eq!(read_zxids(&store), [1, 2, 3]);
     assert_eq!(store.latest_snapshot().unwrap().unwrap().zxid, 2);
 }
+
+#[test]
+fn txnlog_spare_preparation_rests_only_while_ahead_of_the_log() {
+    use std::time::Duration;
+    let half = txnlog::SEGMENT_TARGET_BYTES / 2;
+    let step = Duration::from_millis(2);
+    let rest = step * txnlog::SPARE_REST_FACTOR;
+    // The log stands still: the spare rests after every step, to the last one.
+    assert_eq!(txnlog::spare_rest(step, 1 << 20, half, half), rest);
+    assert_eq!(
+        txnlog::spare_rest(step, txnlog::SEGMENT_TARGET_BYTES - (1 << 20), half, half),
+        rest
+    );
+    // The log has used 60% of its runway: the spare must be 80% done to keep up with
+    // finishing at 75%. 79% is behind: no rest.
+    let used_60 = half + half * 6 / 10;
+    let zeroed_79 = txnlog::SEGMENT_TARGET_BYTES * 79 / 100;
+    assert_eq!(
+        txnlog::spare_rest(step, zeroed_79, half, used_60),
+        Duration::ZERO
+    );
+    // 81% keeps up: it rests again.
+    let zeroed_81 = txnlog::SEGMENT_TARGET_BYTES * 81 / 100;
+    assert_eq!(txnlog::spare_rest(step, zeroed_81, half, used_60), rest);
+    // A log at the end of its segment (a roll waiting for the spare): never a rest.
+    assert_eq!(
+        txnlog::spare_rest(step, zeroed_81, half, txnlog::SEGMENT_TARGET_BYTES),
+        Duration::ZERO
+    );
+    // A slow step rests at most SPARE_REST_MAX_MS.
+    assert_eq!(
+        txnlog::spare_rest(Duration::from_secs(1), 1 << 20, half, half),
+        Duration::from_millis(txnlog::SPARE_REST_MAX_MS)
+    );
+}
