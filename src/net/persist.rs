@@ -1,6 +1,6 @@
-//! The storage thread: executes the server's [`StorageOp`]s in order on a blocking
-//! thread, writing each batch of appended txns at once and syncing it once (group
-//! commit) — on the [`Syncers`] threads when the store offers sync jobs, so the next
+//! The storage thread: executes the server's [`StorageOp`]s on a blocking thread,
+//! appends in order, writing each batch of appended txns at once and syncing it once
+//! (group commit), and the snapshot writes taken with a batch after its appends — on the [`Syncers`] threads when the store offers sync jobs, so the next
 //! batch is written while a sync runs — and reports the highest durable zxid back to
 //! the core through a watch channel (which never blocks, so the two cannot deadlock on
 //! full queues). It times each sync and each snapshot into [`StorageStats`]
@@ -60,20 +60,54 @@ pub fn run(
     }
     // The snapshot being written and when its first chunk arrived.
     let mut snapshot_started: Option<(i64, Instant)> = None;
+    // Snapshot writes taken with a batch of appends, done after the appends are written
+    // and their sync handed over: a snapshot's chunks are of txns already durable, so
+    // the order between them and later appends does not matter, and the appends (which
+    // clients wait on) need not wait behind a chunk's write.
+    let mut deferred: Vec<StorageOp> = Vec::new();
     while let Some(first) = rx.blocking_recv() {
         let mut op = Some(first);
         let mut last_zxid = None;
         // Take everything already queued: one sync covers all its appends.
         while let Some(o) = op.take() {
-            let result = match o {
+            match o {
                 StorageOp::Append(txn) => {
                     last_zxid = Some(txn.zxid);
                     entries.push(LogEntry {
                         zxid: txn.zxid,
                         data: txn.encode(),
                     });
-                    Ok(())
                 }
+                snapshot_op => deferred.push(snapshot_op),
+            }
+            if entries.len() < 4096 && deferred.len() < 64 {
+                op = rx.try_recv().ok();
+            }
+        }
+        if !entries.is_empty() {
+            let overlapped = match storage.append(&entries, false) {
+                Ok(()) => storage.sync_job(),
+                Err(e) => fatal(&e),
+            };
+            entries.clear();
+            match (overlapped, last_zxid) {
+                (Some(job), Some(z)) => syncers.submit(job, z),
+                _ => {
+                    // No sync job (forceSync=no, or a store without them): sync here.
+                    let t0 = Instant::now();
+                    if let Err(e) = storage.append(&[], true) {
+                        fatal(&e);
+                    }
+                    stats.record_fsync(t0.elapsed().as_millis() as u64);
+                    if let Some(z) = last_zxid {
+                        raise(&durable, z);
+                    }
+                }
+            }
+        }
+        for o in deferred.drain(..) {
+            let result = match o {
+                StorageOp::Append(_) => unreachable!("appends are never deferred"),
                 StorageOp::SnapshotChunk { zxid, index, data } => {
                     if index == 0 {
                         snapshot_started = Some((zxid, Instant::now()));
@@ -111,32 +145,6 @@ pub fn run(
             if let Err(e) = result {
                 fatal(&e);
             }
-            if entries.len() < 4096 {
-                op = rx.try_recv().ok();
-            }
-        }
-        if !entries.is_empty() {
-            let overlapped = match storage.append(&entries, false) {
-                Ok(()) => storage.sync_job(),
-                Err(e) => fatal(&e),
-            };
-            entries.clear();
-            match (overlapped, last_zxid) {
-                (Some(job), Some(z)) => syncers.submit(job, z),
-                _ => {
-                    // No sync job (forceSync=no, or a store without them): sync here.
-                    let t0 = Instant::now();
-                    if let Err(e) = storage.append(&[], true) {
-                        fatal(&e);
-                    }
-                    stats.record_fsync(t0.elapsed().as_millis() as u64);
-                    if let Some(z) = last_zxid {
-                        raise(&durable, z);
-                    }
-                }
-            }
-        } else if let Some(z) = last_zxid {
-            raise(&durable, z);
         }
     }
     syncers.stop();
@@ -168,4 +176,144 @@ fn unix_seconds() -> i64 {
 fn fatal(e: &crate::storage::StorageError) -> ! {
     tracing::error!(error = %e, "storage failed; stopping so no unacknowledged write is guessed at");
     std::process::exit(3);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::txn::{Txn, TxnOp};
+    use crate::storage::mem::MemStorage;
+    use crate::storage::{Snapshot, StorageError};
+    use parking_lot::Mutex;
+    use std::sync::Arc;
+
+    /// A MemStorage that records the order of the writes it is asked for.
+    struct Recorder {
+        inner: MemStorage,
+        calls: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl Storage for Recorder {
+        fn append(&mut self, entries: &[LogEntry], sync: bool) -> Result<(), StorageError> {
+            let zxids: Vec<i64> = entries.iter().map(|e| e.zxid).collect();
+            if !zxids.is_empty() {
+                self.calls.lock().push(format!("append {zxids:?}"));
+            }
+            self.inner.append(entries, sync)
+        }
+        fn last_zxid(&self) -> Result<Option<i64>, StorageError> {
+            self.inner.last_zxid()
+        }
+        fn read_log(
+            &self,
+            after: i64,
+            f: &mut dyn FnMut(LogEntry) -> Result<(), StorageError>,
+        ) -> Result<(), StorageError> {
+            self.inner.read_log(after, f)
+        }
+        fn put_snapshot_chunk(
+            &mut self,
+            zxid: i64,
+            index: u32,
+            data: &[u8],
+        ) -> Result<(), StorageError> {
+            self.calls.lock().push(format!("chunk {index}"));
+            self.inner.put_snapshot_chunk(zxid, index, data)
+        }
+        fn finish_snapshot(&mut self, zxid: i64, chunks: u32) -> Result<(), StorageError> {
+            self.calls.lock().push(format!("done {chunks}"));
+            self.inner.finish_snapshot(zxid, chunks)
+        }
+        fn latest_snapshot(&self) -> Result<Option<Snapshot>, StorageError> {
+            self.inner.latest_snapshot()
+        }
+        fn snapshots(&self) -> Result<Vec<i64>, StorageError> {
+            self.inner.snapshots()
+        }
+        fn purge(&mut self, retain: usize) -> Result<(), StorageError> {
+            self.inner.purge(retain)
+        }
+        fn get_meta(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+            self.inner.get_meta(key)
+        }
+        fn put_meta(&mut self, key: &str, value: &[u8]) -> Result<(), StorageError> {
+            self.inner.put_meta(key, value)
+        }
+    }
+
+    fn append(zxid: i64) -> StorageOp {
+        StorageOp::Append(Txn {
+            zxid,
+            time_ms: 0,
+            session_id: zxid,
+            cxid: 0,
+            op: TxnOp::CreateSession {
+                timeout_ms: 30_000,
+                passwd: [0; 16],
+            },
+        })
+    }
+
+    fn chunk(index: u32) -> StorageOp {
+        StorageOp::SnapshotChunk {
+            zxid: 1,
+            index,
+            data: vec![index as u8; 16],
+        }
+    }
+
+    /// Snapshot writes queued with appends are done after the appends are written, in
+    /// their own order, and the appends are reported durable; the snapshot is complete.
+    #[test]
+    fn appends_are_written_before_the_snapshot_writes_queued_with_them() {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let store = MemStorage::new();
+        let (tx, rx) = mpsc::channel(16);
+        for op in [
+            chunk(0),
+            append(2),
+            chunk(1),
+            append(3),
+            chunk(2),
+            StorageOp::SnapshotDone { zxid: 1, chunks: 3 },
+            append(4),
+        ] {
+            tx.try_send(op).unwrap();
+        }
+        drop(tx);
+        let (durable_tx, durable_rx) = watch::channel(1);
+        let slots = Semaphore::new(0);
+        let (poll, _thread) = BusyPoll::start(0).unwrap();
+        run(
+            Box::new(Recorder {
+                inner: store.reopen(),
+                calls: Arc::clone(&calls),
+            }),
+            rx,
+            durable_tx,
+            Purge {
+                retain: 3,
+                interval_hours: 0,
+            },
+            StorageStats::default(),
+            &slots,
+            poll,
+        );
+        assert_eq!(
+            *calls.lock(),
+            [
+                "append [2, 3, 4]",
+                "chunk 0",
+                "chunk 1",
+                "chunk 2",
+                "done 3"
+            ]
+        );
+        assert_eq!(*durable_rx.borrow(), 4);
+        // One permit back for each chunk after the header.
+        assert_eq!(slots.available_permits(), 2);
+        let reopened = store.reopen();
+        assert_eq!(reopened.snapshots().unwrap(), [1]);
+        assert_eq!(reopened.last_zxid().unwrap(), Some(4));
+    }
 }

@@ -172,8 +172,12 @@ struct SnapshotProgress {
     next_index: u32,
 }
 
-/// Largest snapshot chunk, bytes; also bounds the work one snapshot step does.
-const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
+/// Largest snapshot chunk, bytes; also bounds the work one snapshot step does, which
+/// every request waiting on the core (and, on one CPU, on the storage thread, which
+/// writes the chunk) waits behind. At 1 MiB a snapshot of 10,000 znodes moved a
+/// 4 × 64 set run's p99 from 3.6–4.6 ms (snapshots off) to 5.9–6.2 ms and its p999
+/// from 6–7 ms to 13–15 ms on this project's machine.
+const SNAPSHOT_CHUNK_BYTES: usize = 128 << 10;
 
 /// Server-wide figures for the four-letter words.
 #[derive(Debug, Clone, Default)]
