@@ -33,7 +33,7 @@ const CORE_QUEUE: usize = 8192;
 const CONN_QUEUE: usize = 65536;
 /// Storage operations queued for the storage thread; a full queue makes the core wait.
 const STORAGE_QUEUE: usize = 65536;
-/// Snapshot chunks (about 128 KiB each) handed to the storage thread and not yet written.
+/// Snapshot chunks (about 1 MiB each) handed to the storage thread and not yet written.
 /// Without this bound the core serialises a whole snapshot (hundreds of MB for a
 /// million znodes) into the storage queue faster than RocksDB takes it, and that peak
 /// stays in the process's RSS as freed-but-retained heap long after it is written.
