@@ -30,7 +30,8 @@ use bytes::Bytes;
 use jute::{ConnectRequest, ConnectResponse, Id};
 use prep::{Prep, PrepSettings};
 use rand::{rngs::StdRng, RngCore, SeedableRng};
-use std::collections::{HashMap, VecDeque};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use txn::{Txn, TxnOp};
 
@@ -246,7 +247,7 @@ impl Server {
             storage_ops: Vec::new(),
             proposed_zxid: (epoch as i64) << 32,
             pending: VecDeque::new(),
-            outstanding: HashMap::new(),
+            outstanding: HashMap::default(),
             outstanding_paths: VecDeque::new(),
             txns_since_snapshot: 0,
             snapshot: None,

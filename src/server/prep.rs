@@ -10,7 +10,7 @@ use crate::proto::request::{CreateOp, MultiOp};
 use crate::proto::{CreateMode, ErrorCode};
 use crate::tree::{acl, path, znode, DataTree, Owner};
 use jute::{Acl, Id};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 /// Settings prep needs from zoo.cfg.
@@ -89,7 +89,7 @@ impl<'a> Prep<'a> {
             settings,
             identities,
             session_id,
-            overlay: HashMap::new(),
+            overlay: HashMap::default(),
         }
     }
 

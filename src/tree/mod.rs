@@ -239,15 +239,8 @@ impl DataTree {
             return Err(ErrorCode::NotEmpty);
         }
         let data_len = node.data_len() as i64;
-        self.remove_node(path);
+        self.remove_node(path, Some(zxid));
         let (parent_path, name) = path::split(path);
-        self.modify(parent_path, |parent| {
-            // A higher pzxid may already have been set by a later create in the same
-            // multi; never move pzxid backwards.
-            if zxid > parent.view().pzxid() {
-                parent.set_pzxid(zxid);
-            }
-        });
         if name == quota::LIMIT_NODE && parent_path.starts_with(quota::QUOTA_ROOT) {
             self.quota_paths
                 .remove(&parent_path[quota::QUOTA_ROOT.len()..]);
@@ -257,19 +250,27 @@ impl DataTree {
     }
 
     /// Takes the znode at `path` out of the tree and every index, its parent's child
-    /// count and the ACL cache; leaves the parent's pzxid and quotas alone.
-    fn remove_node(&mut self, path: &str) -> Option<Znode> {
+    /// count and the ACL cache; with `pzxid`, raises the parent's pzxid to it in the
+    /// same change of the parent (one rewrite of its record, not two). Leaves quotas
+    /// alone.
+    fn remove_node(&mut self, path: &str, pzxid: Option<i64>) {
         self.unindex(path);
-        let node = self.nodes.remove(path.as_bytes())?;
+        let Some(node) = self.nodes.remove(path.as_bytes()) else {
+            return;
+        };
         self.acls.release(node.view().acl_id());
         self.approximate_data_size -= (path.len() + node.view().data_len()) as i64;
         if path != "/" {
             let parent = path::split(path).0;
             self.modify(parent, |p| {
-                p.set_num_children(p.view().num_children().saturating_sub(1).max(0))
+                p.set_num_children(p.view().num_children().saturating_sub(1).max(0));
+                // A higher pzxid may already have been set by a later create in the
+                // same multi; never move pzxid backwards.
+                if let Some(zxid) = pzxid.filter(|&z| z > p.view().pzxid()) {
+                    p.set_pzxid(zxid);
+                }
             });
         }
-        Some(node)
     }
 
     /// Replaces a znode's data, setting dataVersion to `version`.
@@ -337,7 +338,7 @@ impl DataTree {
     ) -> Result<Stat, ErrorCode> {
         self.finish_loading();
         // Children are the znodes below the path, so they stay whatever replaces it.
-        self.remove_node(path);
+        self.remove_node(path, None);
         self.create(path, data, acl, owner, parent_creates, zxid, time_ms)
     }
 
@@ -440,7 +441,7 @@ impl DataTree {
         if !in_order {
             self.finish_loading();
             // A path loaded twice keeps the last record, as a map insert would.
-            self.remove_node(path);
+            self.remove_node(path, None);
             children = self.children(path).count() as i32;
         }
         let acl = self.acls.acquire(acl);
