@@ -209,10 +209,11 @@ impl DataTree {
         if self.get(path).is_some() {
             return Err(ErrorCode::NodeExists);
         }
-        self.modify(parent_path, |parent| {
-            parent.on_child_created(parent_creates, zxid)
-        })
-        .ok_or(ErrorCode::NoNode)?;
+        if !self.nodes.update_fields(parent_path.as_bytes(), |parent| {
+            parent.child_created(parent_creates, zxid)
+        }) {
+            return Err(ErrorCode::NoNode);
+        }
         let data_len = data.map_or(0, <[u8]>::len) as i64;
         let acl = self.acls.acquire(acl);
         // Normally none: only znodes a fuzzy snapshot loaded below a then-missing
@@ -262,14 +263,8 @@ impl DataTree {
         self.approximate_data_size -= (path.len() + node.view().data_len()) as i64;
         if path != "/" {
             let parent = path::split(path).0;
-            self.modify(parent, |p| {
-                p.set_num_children(p.view().num_children().saturating_sub(1).max(0));
-                // A higher pzxid may already have been set by a later create in the
-                // same multi; never move pzxid backwards.
-                if let Some(zxid) = pzxid.filter(|&z| z > p.view().pzxid()) {
-                    p.set_pzxid(zxid);
-                }
-            });
+            self.nodes
+                .update_fields(parent.as_bytes(), |p| p.child_removed(pzxid));
         }
     }
 

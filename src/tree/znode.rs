@@ -117,8 +117,35 @@ pub(super) struct Fields {
     pub(super) null_data: bool,
 }
 
+impl Fields {
+    /// A child was created at `zxid`: numChildren one up, child-create count
+    /// `child_creates`, pzxid `zxid`.
+    pub(super) fn child_created(&mut self, child_creates: i32, zxid: i64) {
+        self.num_children = self.num_children.wrapping_add(1);
+        self.meta.child_creates = child_creates;
+        self.meta.pzxid = zxid;
+    }
+
+    /// A child was removed: numChildren one down (never below 0) and, with `zxid`,
+    /// pzxid raised to it (never lowered: a later create in the same multi may
+    /// already have set a higher one).
+    pub(super) fn child_removed(&mut self, zxid: Option<i64>) {
+        self.num_children = self.num_children.saturating_sub(1).max(0);
+        if let Some(z) = zxid.filter(|&z| z > self.meta.pzxid) {
+            self.meta.pzxid = z;
+        }
+    }
+}
+
 /// Longest header: 11 varints of at most 10 bytes, and the data tag.
-const MAX_HEADER: usize = 11 * 10 + 1;
+pub(super) const MAX_HEADER: usize = 11 * 10 + 1;
+
+/// The header `fields` encode to against `base`, on the stack: the bytes and how many
+/// of them are used.
+pub(super) fn header(fields: &Fields, base: Base) -> ([u8; MAX_HEADER], usize) {
+    let h = HeaderBuf::encode(fields, base);
+    (h.bytes, h.len)
+}
 
 /// A header being encoded, on the stack.
 struct HeaderBuf {
@@ -288,7 +315,7 @@ impl Znode {
         Znode::build(path.as_bytes(), &fields, data.unwrap_or(&[]))
     }
 
-    fn build(path: &[u8], fields: &Fields, data: &[u8]) -> Znode {
+    pub(super) fn build(path: &[u8], fields: &Fields, data: &[u8]) -> Znode {
         // Room for the longest varints; the box is trimmed to the bytes written.
         let mut b = Vec::with_capacity(10 + path.len() + MAX_HEADER + data.len());
         encode_record(&mut b, path, &[], fields, Base::default(), data);
@@ -316,7 +343,7 @@ impl Znode {
 
     /// Changes header fields: in place when the new header is as long as the old,
     /// else into a new allocation (a field that grew past its varint's bytes).
-    fn update(&mut self, f: impl FnOnce(&mut Fields)) {
+    pub(super) fn update(&mut self, f: impl FnOnce(&mut Fields)) {
         let start = self.view().header_start();
         let (mut fields, end) = self.view().fields();
         f(&mut fields);
@@ -343,15 +370,6 @@ impl Znode {
     }
     pub(super) fn set_acl_id(&mut self, v: u32) {
         self.update(|f| f.acl = v)
-    }
-    /// A child was created at `zxid`: numChildren one up, child-create count
-    /// `child_creates`, pzxid `zxid` (one header rewrite for the three).
-    pub(super) fn on_child_created(&mut self, child_creates: i32, zxid: i64) {
-        self.update(|f| {
-            f.num_children = f.num_children.wrapping_add(1);
-            f.meta.child_creates = child_creates;
-            f.meta.pzxid = zxid;
-        })
     }
 
     /// Bytes this znode's allocation holds (header, data and path).
@@ -436,7 +454,7 @@ impl<'a> ZnodeRef<'a> {
     }
 
     /// Where the header starts (just past the key).
-    fn header_start(&self) -> usize {
+    pub(super) fn header_start(&self) -> usize {
         let (at, len) = self.key_range();
         at + len
     }
@@ -673,7 +691,7 @@ mod tests {
                             (meta.mzxid, path, data)
                         );
                     }
-                    n.on_child_created(5, 9);
+                    n.update(|f| f.child_created(5, 9));
                     assert_eq!(
                         (
                             n.view().num_children(),

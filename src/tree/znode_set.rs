@@ -21,7 +21,7 @@
 //! length: then it is overwritten in place), splitting a leaf that grew too large and
 //! merging one that shrank into its successor. Lookups scan one leaf's records in order.
 
-use super::znode::{self, encode_record, Base, Znode, ZnodeRef};
+use super::znode::{self, encode_record, Base, Fields, Znode, ZnodeRef};
 use std::cmp::Ordering;
 use std::collections::{btree_map, BTreeMap};
 use std::ops::Bound;
@@ -554,6 +554,41 @@ impl ZnodeSet {
         Some(removed)
     }
 
+    /// Changes header fields of the znode at `path` where it lies: `f` gets them
+    /// decoded and changes them. The new header overwrites the old one in its leaf when
+    /// it is as long, as it nearly always is (a varint grows a byte only past 2^7,
+    /// 2^14, ...); else the znode is rebuilt and put back. No owned copy of the znode,
+    /// one search: a parent's update on every create and delete. Returns `false`,
+    /// without calling `f`, if there is no such znode.
+    pub(super) fn update_fields(&mut self, path: &[u8], f: impl FnOnce(&mut Fields)) -> bool {
+        let Some((_, bytes)) = leaf_for(&mut self.leaves, path) else {
+            return false;
+        };
+        let leaf = Leaf::parse(bytes);
+        let Some(key) = path.strip_prefix(leaf.prefix) else {
+            return false;
+        };
+        let Some((_, end, node)) = leaf.records().find(|(_, _, n)| n.key() >= key) else {
+            return false;
+        };
+        if node.key() != key {
+            return false;
+        }
+        // The record's body ends where the record does.
+        let at = end - node.bytes().len();
+        let start = node.header_start();
+        let (mut fields, data_at) = node.fields();
+        f(&mut fields);
+        let (header, len) = znode::header(&fields, leaf.base);
+        if len == data_at - start {
+            bytes[at + start..at + data_at].copy_from_slice(&header[..len]);
+            return true;
+        }
+        let rebuilt = Znode::build(path, &fields, &node.bytes()[data_at..]);
+        self.insert(&rebuilt);
+        true
+    }
+
     /// Takes the znode at `path` out; `None` if there is none.
     pub fn remove(&mut self, path: &[u8]) -> Option<Znode> {
         if let Some(removed) = self.splice_out(path) {
@@ -763,6 +798,20 @@ mod tests {
         Insert(String, u64),
         Remove(String),
         Sequential(String, u16, u64),
+        Update(String, u64),
+    }
+
+    /// A header change derived from `seed` whose varints grow or shrink (or keep
+    /// their length), for [`ZnodeSet::update_fields`].
+    fn change(seed: u64) -> impl Fn(&mut Fields) {
+        move |f: &mut Fields| {
+            let big = |bits: u64| (seed >> bits) as i64 & ((1 << (seed % 40)) - 1);
+            f.meta.pzxid = f.meta.czxid.wrapping_add(big(3));
+            f.num_children = big(11) as i32;
+            if seed % 3 == 0 {
+                f.meta.child_creates = f.meta.child_creates.wrapping_add(1);
+            }
+        }
     }
 
     fn op_strategy() -> impl Strategy<Value = Op> {
@@ -770,6 +819,7 @@ mod tests {
             4 => (path_strategy(), any::<u64>()).prop_map(|(p, s)| Op::Insert(p, s)),
             2 => path_strategy().prop_map(Op::Remove),
             1 => (path_strategy(), 1..200u16, any::<u64>()).prop_map(|(p, n, s)| Op::Sequential(p, n, s)),
+            2 => (path_strategy(), any::<u64>()).prop_map(|(p, s)| Op::Update(p, s)),
         ]
     }
 
@@ -841,6 +891,12 @@ mod tests {
                             set.insert(&z);
                             model.insert(p, z);
                         }
+                    }
+                    Op::Update(p, s) => {
+                        let found = set.update_fields(p.as_bytes(), change(s));
+                        let want = model.get_mut(&p).map(|z| z.update(change(s)));
+                        prop_assert_eq!(found, want.is_some());
+                        probes.push(p);
                     }
                 }
             }
