@@ -808,7 +808,7 @@ mod tests {
             let big = |bits: u64| (seed >> bits) as i64 & ((1 << (seed % 40)) - 1);
             f.meta.pzxid = f.meta.czxid.wrapping_add(big(3));
             f.num_children = big(11) as i32;
-            if seed % 3 == 0 {
+            if seed.is_multiple_of(3) {
                 f.meta.child_creates = f.meta.child_creates.wrapping_add(1);
             }
         }
