@@ -75,6 +75,9 @@ stop() { # DIR: SIGTERM, wait for exit (up to 120 s), then SIGKILL
   local dir=$1 pid
   [ -f "$dir/pid" ] || return 0
   pid=$(cat "$dir/pid"); rm -f "$dir/pid"
+  # A server paused with SIGSTOP (run.sh pauses the one not being measured) must run
+  # again to handle SIGTERM.
+  kill -CONT "$pid" 2>/dev/null
   kill -TERM "$pid" 2>/dev/null || return 0
   local gone=0
   for _ in $(seq 1200); do alive "$pid" || { gone=1; break; }; sleep 0.1; done

@@ -25,6 +25,10 @@
 # 3. fanout: a fresh server each; fanout.c opens N sessions, each sets a data watch on one
 #    znode, one setData from another session; time from the setData write to the last
 #    of the N notifications read. A warm-up round, then rounds alternating servers.
+# While one server is measured in sections 1 and 3, the other is paused (SIGSTOP, then
+# SIGCONT after the run): both are pinned to core 0, and a JVM goes on working after a
+# run (JIT compilation, GC: measured 0.35 CPU-s in the 0.5 s after a 4 x 64 run), which
+# would otherwise be taken from the next run, keel's, on that core.
 # Final table: median of rounds for each server, ratio keel/ZooKeeper, target, ok/MISS.
 # Exit status 0 when every run succeeded (whatever the targets), 1 when one failed.
 # Output: stdout and $BENCH_DIR/results.txt; raw client output in $BENCH_DIR/raw, server
@@ -150,6 +154,24 @@ client() {
   sed "s/^/  $kind $tag: /" "$out" >&2
 }
 
+# pause_others KIND SECTION: SIGSTOP every other server of SECTION (load, fan) while
+# KIND is measured; resume SECTION: SIGCONT them all. stop() resumes a paused server.
+pause_others() {
+  local o p
+  for o in "${UP[@]}"; do
+    [ "$o" = "$1" ] && continue
+    p=$(cat "$WORK/srv-$o-$2/pid" 2>/dev/null) && kill -STOP "$p" 2>/dev/null
+  done
+  return 0
+}
+resume() {
+  local o p
+  for o in "${UP[@]}"; do
+    p=$(cat "$WORK/srv-$o-$1/pid" 2>/dev/null) && kill -CONT "$p" 2>/dev/null
+  done
+  return 0
+}
+
 # record KIND TAG PREFIX: per-phase figures of a zkload/zkbench run into $RES
 record() {
   local f=$WORK/raw/$1-$2.txt ph e
@@ -174,11 +196,13 @@ if want load; then
       for k in "${UP[@]}"; do
         s=127.0.0.1:${PORT[$k]}; tag=$w-r$r
         log "$what: $k, $w"
+        pause_others "$k" load
         case $w in
         c4) client "$k" "$tag" "$WORK/zkload" -s "$s" -c 4 -d 64 -k $K -n $N -z $SIZE -r 90 -p "$PH" -R "/$tag" ;;
         c1) client "$k" "$tag" "$WORK/zkload" -s "$s" -c 1 -d 1 -k $K1 -n $N1 -z $SIZE -r 90 -p "$PH" -R "/$tag" ;;
         zb) client "$k" "$tag" "$WORK/zkbench" -s "$s" -c 4 -d 64 -k $K -n $N -z $SIZE -r 90 -p "$PH" -R "/$tag" ;;
         esac && [ "$r" != 0 ] && record "$k" "$tag" "$w"
+        resume load
       done
     done
   done
@@ -246,8 +270,11 @@ if want fanout; then
   for r in $(seq 0 "$ROUNDS"); do
     for k in "${UP[@]}"; do
       log "$([ "$r" = 0 ] && echo warm-up || echo "round $r/$ROUNDS"): $k, fan-out to $FAN sessions"
-      if client "$k" fan-r$r "$WORK/fanout" -s "127.0.0.1:${PORT[$k]}" -n $FAN -P "/fan-r$r" -z $SIZE -t 600 \
-         && [ "$r" != 0 ]; then
+      pause_others "$k" fan
+      ok=0
+      client "$k" fan-r$r "$WORK/fanout" -s "127.0.0.1:${PORT[$k]}" -n $FAN -P "/fan-r$r" -z $SIZE -t 600 && ok=1
+      resume fan
+      if [ $ok = 1 ] && [ "$r" != 0 ]; then
         f=$WORK/raw/$k-fan-r$r.txt
         for x in last_ms first_ms p50_ms set_reply_ms connect_s; do
           put "fan.$x" "$k" "$(sed -n "s/.* $x=\([0-9.]*\).*/\1/p" "$f")"
