@@ -2,7 +2,7 @@
 # Raw-protocol differential suite (issue 14): the same frames to real ZooKeeper 3.8 and
 # to keel, every reply and watch event compared (rawdiff.py). One pair of servers per
 # configuration group; a group's zoo.cfg lines are below.
-#   usage: run.sh [-k SUBSTRING] [--show]     (ports 2400-2409; work files in $WORK)
+#   usage: run.sh [-k SUBSTRING] [--show]     (ports from $RAWDIFF_PORT_BASE, default 2400, two per group; work files in $WORK)
 # Exits nonzero if any case differs.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -19,7 +19,7 @@ GROUPS_CFG=(
 cleanup() { for g in "${GROUPS_CFG[@]}"; do n=${g%%|*}; stop_server "$WORK/$n-zk"; stop_server "$WORK/$n-keel"; done; }
 trap cleanup EXIT
 
-rc=0; port=2400
+rc=0; port=${RAWDIFF_PORT_BASE:-2400}
 for g in "${GROUPS_CFG[@]}"; do
   name=${g%%|*}; cfg=$(printf '%b' "${g#*|}")
   zk_port=$port; keel_port=$((port + 1)); port=$((port + 2))
