@@ -3,11 +3,12 @@
 # keel on loopback, each in its own directory. Source this file; do not run it.
 #   start_server KIND DIR PORT [EXTRA_CFG_LINES]   KIND = zk | keel; waits for `ruok`
 #   stop_server DIR
-# KEEL_BIN overrides the keel binary (default: the release build in CARGO_TARGET_DIR).
+# KEEL_BIN overrides the keel binary (default: the release build in CARGO_TARGET_DIR,
+# ~/.cache/keel-target when unset, as both README commands build there).
 
 COMPAT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$COMPAT_DIR/.." && pwd)
-KEEL_BIN=${KEEL_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/keel}
+KEEL_BIN=${KEEL_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/keel-target}/release/keel}
 
 ZK_CP=/usr/share/java/zookeeper.jar:/usr/share/java/zookeeper-jute.jar:/usr/share/java/slf4j-api.jar:/usr/share/java/slf4j-simple.jar
 for j in netty-handler netty-common netty-buffer netty-transport netty-codec netty-resolver \
