@@ -115,15 +115,17 @@ impl Election {
         }
         if ctx.is_participant() {
             // A member's own notification loops back to itself in ZooKeeper; recording
-            // it here is the same.
-            self.recv.insert(
-                me,
-                Received {
-                    vote: self.vote.clone(),
-                    round: self.round,
-                    state: ServerState::Looking,
-                },
-            );
+            // it here is the same, and like any arrival it may complete a quorum (an
+            // ensemble of one decides on its own vote).
+            let mine = Received {
+                vote: self.vote.clone(),
+                round: self.round,
+                state: ServerState::Looking,
+            };
+            self.recv.insert(me, mine.clone());
+            if self.finalize_at_ms.is_none() && term(ctx, &self.recv, &mine) {
+                self.finalize_at_ms = Some(ctx.now_ms + ctx.config.finalize_wait_ms);
+            }
         }
     }
 

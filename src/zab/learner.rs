@@ -131,6 +131,12 @@ impl Learner {
                 self.last_heard_ms = ctx.now_ms;
                 self.on_message(ctx, msg)
             }
+            Input::Message { from, .. } => {
+                // Only the leader talks to us on the quorum port; another learner that
+                // took us for its leader is refused and retries or re-elects.
+                ctx.emit(Action::CloseConnection { peer: from });
+                Next::Stay
+            }
             _ => Next::Stay,
         }
     }

@@ -536,3 +536,51 @@ fn input_durable(ctx: &mut Ctx, role: &mut Role) -> Next {
         Role::Learning(l) => l.on_durable(ctx),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Standalone is an ensemble of one: it elects itself after the finalize wait,
+    /// establishes its epoch alone and commits a txn once its own log has it durable.
+    #[test]
+    fn an_ensemble_of_one_leads_and_commits_on_its_own_durable_log() {
+        let config = Config::new(1, QuorumVerifier::new([1], []), 100, 10, 5);
+        let (mut peer, actions) = Peer::new(config, Recovered::default(), 0);
+        assert!(actions.is_empty(), "nobody to notify: {actions:?}");
+        assert!(
+            peer.step(100, Input::Tick).is_empty(),
+            "still in the finalize wait"
+        );
+        let actions = peer.step(200, Input::Tick);
+        assert!(
+            actions.contains(&Action::PersistAcceptedEpoch { epoch: 1 }),
+            "{actions:?}"
+        );
+        assert!(
+            actions.contains(&Action::PersistCurrentEpoch { epoch: 1 }),
+            "{actions:?}"
+        );
+        assert!(
+            actions.contains(&Action::RoleChanged(RoleChange::LeaderEstablished {
+                epoch: 1
+            }))
+        );
+        assert_eq!(peer.established_epoch(), Some(1));
+        let actions = peer.step(
+            201,
+            Input::Propose {
+                txn: Bytes::from_static(b"t"),
+            },
+        );
+        let z = zxid(1, 1);
+        assert_eq!(actions[0], Action::Proposed { zxid: z });
+        assert!(
+            !actions.iter().any(|a| matches!(a, Action::Commit { .. })),
+            "not durable yet"
+        );
+        let actions = peer.step(202, Input::Durable { zxid: z });
+        assert_eq!(actions, vec![Action::Commit { upto: z }]);
+        assert_eq!(peer.committed(), z);
+    }
+}

@@ -995,6 +995,28 @@ pub fn run_seed(seed: u64, opts: Options) -> Result<usize, String> {
             ));
         }
         if w.failure.is_none() {
+            // Writes stop; every member, observers included, must reach the same state.
+            w.workload = false;
+            let same = w.run_until_cond(opts.heal_ms, |w| {
+                let mut lasts = w.members.iter().map(|m| m.applied.last().map(|t| t.zxid));
+                let first = lasts.next().flatten();
+                first.is_some() && lasts.all(|l| l == first)
+            });
+            if w.failure.is_none() && !same {
+                w.fail(format!(
+                    "members did not converge after healing: applied {:?}, roles {:?}",
+                    w.members
+                        .iter()
+                        .map(|m| m.applied.last().map(|t| t.zxid))
+                        .collect::<Vec<_>>(),
+                    w.members
+                        .iter()
+                        .map(|m| (m.sid, m.role))
+                        .collect::<Vec<_>>()
+                ));
+            }
+        }
+        if w.failure.is_none() {
             if let Err(e) = w.checker.acked_committed() {
                 w.fail(e);
             }
