@@ -313,7 +313,13 @@ impl Leader {
                 .filter(|(_, h)| !h.observer && h.epoch_counts && !matches!(h.stage, Stage::Info))
                 .map(|(&s, _)| s)
                 .chain([me]);
-            if !ctx.config.quorum.contains_quorum(acks) {
+            // currentEpoch may name the epoch only once the history the leader brings
+            // into it is durable: a vote with the new epoch beats every vote of the
+            // old one, so a crash that lost unsynced history after the write would let
+            // this member lead again without txns a quorum acknowledged (found by
+            // seed 4424; the leader's side of ZOOKEEPER-4643). The history is fixed
+            // while leading starts, so this waits for at most one sync.
+            if !ctx.config.quorum.contains_quorum(acks) || ctx.durable < ctx.log.last() {
                 return Next::Stay;
             }
             // currentEpoch is durable before any learner is synced into the epoch.

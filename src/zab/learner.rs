@@ -183,10 +183,22 @@ impl Learner {
                 Next::Stay
             }
             (Phase::AwaitSync, Message::Snap { zxid: z, snapshot }) => {
-                // Installed atomically and durably before the txns that follow it.
-                ctx.emit(Action::InstallSnapshot { zxid: z, snapshot });
-                ctx.log.reset(z);
-                ctx.durable = z;
+                let committed = ctx.log.committed();
+                if z >= committed {
+                    // Installed atomically and durably before the txns that follow it.
+                    ctx.emit(Action::InstallSnapshot { zxid: z, snapshot });
+                    ctx.log.reset(z);
+                    ctx.durable = z;
+                } else {
+                    // The leader's commit point is behind ours (it has not yet committed
+                    // its history in the new epoch). What we applied is committed, so it
+                    // is in the leader's log at the same zxids: keep it, so our applied
+                    // state never moves back, and drop only what may diverge. The
+                    // proposals up to our commit point that follow are skipped.
+                    ctx.log.truncate_after(committed);
+                    ctx.emit(Action::TruncateLog { after: committed });
+                    ctx.durable = ctx.durable.min(committed);
+                }
                 self.phase = Phase::Syncing;
                 Next::Stay
             }
@@ -194,6 +206,10 @@ impl Learner {
                 Phase::Syncing | Phase::AwaitDurable | Phase::AwaitUpToDate | Phase::Broadcast,
                 Message::Proposal { zxid: z, txn },
             ) if !self.observer || self.phase == Phase::Syncing => {
+                if self.phase == Phase::Syncing && z <= ctx.log.committed() {
+                    // Already held and applied (a SNAP behind our commit point).
+                    return Next::Stay;
+                }
                 let t = Txn { zxid: z, data: txn };
                 if !ctx.log.append(t.clone()) {
                     // Txns come in strictly increasing zxid order on one stream

@@ -276,6 +276,38 @@ fn zk4643_crash_after_current_epoch_written() {
     rejoin(&mut w, l);
 }
 
+/// The leader's side of ZOOKEEPER-4643 (found by seed 4424): a follower whose fsync
+/// lags is elected with txns that are not durable yet; it must not write the new
+/// currentEpoch before they are, or a crash right after the write leaves it with a
+/// vote that beats every member holding those acknowledged txns.
+#[test]
+fn new_leader_writes_current_epoch_only_over_a_durable_history() {
+    let mut w = world(4643, Options::quiet(3));
+    let l = settle(&mut w);
+    // The follower with the higher sid wins a tie of (epoch, zxid).
+    let f = *followers(&w, l).iter().max().unwrap();
+    w.set_fsync(f, 1_000, 1_500);
+    write(&mut w, 10);
+    w.crash_after = Some((
+        f,
+        Box::new(|a| matches!(a, Action::PersistCurrentEpoch { .. })),
+    ));
+    w.crash(l);
+    let crashed = w.run_until_cond(10_000, |w| !w.alive(f));
+    ok(&w);
+    expect(
+        &w,
+        crashed,
+        "the slow follower was to lead and write currentEpoch",
+    );
+    w.set_fsync(f, 1, 5);
+    w.restart(f);
+    w.restart(l);
+    settle(&mut w);
+    write(&mut w, 3);
+    converge(&mut w);
+}
+
 /// ZOOKEEPER-4394: continuous writes during a DIFF join: the joining learner's
 /// NEWLEADER ACK waits only for the txns before NEWLEADER, so it gets in.
 #[test]

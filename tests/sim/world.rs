@@ -575,6 +575,12 @@ impl World {
                 }
                 Action::InstallSnapshot { zxid, snapshot } => {
                     let m = self.m(sid);
+                    if let Some(last) = m.applied.last().filter(|t| t.zxid > zxid) {
+                        let last = last.zxid;
+                        return self.fail(format!(
+                            "{sid} installed a snapshot at {zxid:#x} behind its applied {last:#x}: applied zxids must increase"
+                        ));
+                    }
                     m.storage.install_snapshot(zxid, snapshot.clone());
                     m.applied = decode_state(snapshot);
                     if let Some((_, point)) = m.sync.as_mut() {
@@ -761,6 +767,8 @@ impl World {
                     let z = last.zxid;
                     let bytes = encode_state(&m.applied);
                     m.storage.save_snapshot(z, bytes);
+                    let now = self.now_ms;
+                    self.log(|| format!("{now} {sid}: local snapshot {z:#x}"));
                 }
             }
         }
@@ -833,6 +841,8 @@ impl World {
                     let (_, point) = m.sync.take().expect("sync");
                     let zxid = m.storage.sync_to(point);
                     let sid = m.sid;
+                    let now = self.now_ms;
+                    self.log(|| format!("{now} {sid}: durable {zxid:#x}"));
                     self.schedule_sync(sid);
                     self.input(sid, Input::Durable { zxid });
                 }
