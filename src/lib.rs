@@ -15,6 +15,8 @@
 //! - [`net`]: tokio listener and connections; the only layer that does I/O.
 //! - [`storage`]: what lives in dataDir and dataLogDir: the txn log (keel's own segment
 //!   files), snapshots and metadata (RocksDB).
+//! - [`zab`]: the sans-I/O Zab core (election, discovery, sync, broadcast) and the
+//!   storage it needs as a trait; time, messages and storage completions are inputs.
 //! - [`admin`]: four-letter words, the AdminServer (HTTP, JSON), Prometheus metrics.
 //! - [`import`]: `keel import-zookeeper`: a ZooKeeper dataDir into a new keel store.
 //! - [`logging`]: log level from RUST_LOG, zoo.cfg or `zookeeper.root.logger`.
@@ -30,6 +32,7 @@ pub mod session;
 pub mod storage;
 pub mod tree;
 pub mod watch;
+pub mod zab;
 
 /// The state machine's settings from a loaded zoo.cfg.
 pub fn server_settings(config: &config::Config) -> server::Settings {

@@ -1,0 +1,577 @@
+//! The leader's side of discovery, synchronisation and broadcast (ZooKeeper's
+//! `Leader.lead` and one `LearnerHandler` per learner, ZAB-WIRE.md §4, §5, §7).
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use super::message::Message;
+use super::{counter_of, epoch_of, zxid, Action, Ctx, Input, Next, RoleChange, Sid, Txn, Zxid};
+
+/// ZooKeeper's learner/leader protocol version (0x10000).
+pub const PROTOCOL_VERSION: i32 = 0x10000;
+
+/// Where the leader is in establishing its epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Collecting FOLLOWERINFOs to choose the epoch (`getEpochToPropose`).
+    Discovery,
+    /// LEADERINFO sent; collecting ACKEPOCHs (`waitForEpochAck`).
+    AwaitEpochAcks,
+    /// currentEpoch written, learners synced; collecting NEWLEADER ACKs
+    /// (`waitForNewLeaderAck`).
+    AwaitNewLeaderAcks,
+    /// A quorum acknowledged NEWLEADER: broadcast.
+    Established,
+}
+
+/// One learner's progress (ZooKeeper's `LearnerHandler`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    /// FOLLOWERINFO/OBSERVERINFO received.
+    Info,
+    /// ACKEPOCH received; the sync waits for the leader's ACKEPOCH quorum.
+    EpochAcked { last_zxid: Zxid },
+    /// Sync and NEWLEADER queued; waiting for the ACK of NEWLEADER, which covers
+    /// every txn queued before NEWLEADER (up to `newleader_upto`).
+    Syncing { newleader_upto: Zxid },
+    /// NEWLEADER acknowledged; UPTODATE sent once the epoch is established.
+    Synced,
+}
+
+#[derive(Debug)]
+struct Handler {
+    observer: bool,
+    accepted_epoch: u32,
+    /// ACKEPOCH's currentEpoch was not -1 (the learner had not accepted this epoch
+    /// already): it counts toward the ACKEPOCH quorum.
+    epoch_counts: bool,
+    stage: Stage,
+    leaderinfo_sent: bool,
+    uptodate_sent: bool,
+    /// The highest zxid queued to the learner (as PROPOSAL, INFORM or in the
+    /// snapshot); it holds every txn of ours up to here once it has read its queue.
+    queued_upto: Zxid,
+    /// The highest zxid a COMMIT (or INFORM) was queued for.
+    commit_sent_upto: Zxid,
+    /// The highest zxid it acknowledged as durable.
+    acked: Zxid,
+    last_heard_ms: u64,
+}
+
+impl Handler {
+    fn forwarding(&self) -> bool {
+        matches!(self.stage, Stage::Syncing { .. } | Stage::Synced)
+    }
+}
+
+/// A leader from its election until it steps down.
+#[derive(Debug)]
+pub struct Leader {
+    phase: Phase,
+    /// The epoch being established, once chosen.
+    epoch: u32,
+    handlers: BTreeMap<Sid, Handler>,
+    /// The current phase must end by this time (initLimit).
+    phase_deadline_ms: u64,
+    next_ping_ms: u64,
+    next_quorum_check_ms: u64,
+    /// The counter of the last txn proposed in `epoch`.
+    counter: u32,
+}
+
+impl Leader {
+    /// Starts leading: discovery begins; with a quorum of one it may finish at once.
+    pub fn start(ctx: &mut Ctx) -> (Leader, Next) {
+        let mut l = Leader {
+            phase: Phase::Discovery,
+            epoch: 0,
+            handlers: BTreeMap::new(),
+            phase_deadline_ms: ctx.now_ms + ctx.config.init_limit * ctx.config.tick_ms,
+            next_ping_ms: ctx.now_ms + ctx.config.tick_ms / 2,
+            next_quorum_check_ms: ctx.now_ms + ctx.config.tick_ms,
+            counter: 0,
+        };
+        let next = l.advance(ctx);
+        (l, next)
+    }
+
+    /// The established epoch, if a quorum acknowledged NEWLEADER.
+    pub fn established_epoch(&self) -> Option<u32> {
+        (self.phase == Phase::Established).then_some(self.epoch)
+    }
+
+    /// Stepping down: every learner connection closes.
+    pub fn close(&mut self, ctx: &mut Ctx) {
+        for &sid in self.handlers.keys() {
+            ctx.emit(Action::CloseConnection { peer: sid });
+        }
+        self.handlers.clear();
+    }
+
+    /// A non-notification input.
+    pub fn step(&mut self, ctx: &mut Ctx, input: Input) -> Next {
+        match input {
+            Input::Tick => self.tick(ctx),
+            Input::Message { from, msg } => self.on_message(ctx, from, msg),
+            Input::Disconnected { peer } => {
+                self.handlers.remove(&peer);
+                self.advance(ctx)
+            }
+            Input::Propose { .. } | Input::Durable { .. } => Next::Stay,
+        }
+    }
+
+    /// The leader's own log became more durable: it counts toward NEWLEADER and
+    /// proposal quorums.
+    pub fn on_durable(&mut self, ctx: &mut Ctx) -> Next {
+        self.advance(ctx)
+    }
+
+    fn tick(&mut self, ctx: &mut Ctx) -> Next {
+        let now = ctx.now_ms;
+        let tick = ctx.config.tick_ms;
+        if self.phase != Phase::Established && now >= self.phase_deadline_ms {
+            // No quorum within initLimit: elect again (ZooKeeper's lead() times out).
+            return Next::Look;
+        }
+        // A learner silent for initLimit (while syncing) or syncLimit (after) is
+        // dropped, as its socket read times out in ZooKeeper.
+        let init = ctx.config.init_limit * tick;
+        let sync = ctx.config.sync_limit * tick;
+        let dead: Vec<Sid> = self
+            .handlers
+            .iter()
+            .filter(|(_, h)| {
+                let limit = if h.stage == Stage::Synced { sync } else { init };
+                now.saturating_sub(h.last_heard_ms) > limit
+            })
+            .map(|(&s, _)| s)
+            .collect();
+        for sid in dead {
+            self.handlers.remove(&sid);
+            ctx.emit(Action::CloseConnection { peer: sid });
+        }
+        if now >= self.next_ping_ms {
+            self.next_ping_ms = now + tick / 2;
+            let last = ctx.log.last();
+            for (&sid, h) in &self.handlers {
+                if h.forwarding() {
+                    ctx.send(sid, Message::Ping { zxid: last });
+                }
+            }
+        }
+        if self.phase == Phase::Established && now >= self.next_quorum_check_ms {
+            self.next_quorum_check_ms = now + tick;
+            // Each tick the leader and the learners heard from within syncLimit must
+            // be a quorum, else it steps down (Leader.lead's tick loop).
+            let live = self
+                .handlers
+                .iter()
+                .filter(|(_, h)| {
+                    h.stage == Stage::Synced && now.saturating_sub(h.last_heard_ms) <= sync
+                })
+                .map(|(&s, _)| s)
+                .chain([ctx.me()]);
+            if !ctx.config.quorum.contains_quorum(live) {
+                return Next::Look;
+            }
+        }
+        self.advance(ctx)
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx, from: Sid, msg: Message) -> Next {
+        let now = ctx.now_ms;
+        match msg {
+            Message::FollowerInfo { accepted_epoch, .. }
+            | Message::ObserverInfo { accepted_epoch, .. } => {
+                let observer = matches!(msg, Message::ObserverInfo { .. });
+                if observer != ctx.config.quorum.is_observer(from)
+                    || !ctx.config.quorum.members().any(|s| s == from)
+                {
+                    ctx.emit(Action::CloseConnection { peer: from });
+                    return Next::Stay;
+                }
+                // A new connection from a known learner replaces its old handler.
+                self.handlers.insert(
+                    from,
+                    Handler {
+                        observer,
+                        accepted_epoch,
+                        epoch_counts: false,
+                        stage: Stage::Info,
+                        leaderinfo_sent: false,
+                        uptodate_sent: false,
+                        queued_upto: 0,
+                        commit_sent_upto: 0,
+                        acked: 0,
+                        last_heard_ms: now,
+                    },
+                );
+                self.advance(ctx)
+            }
+            other => {
+                let Some(h) = self.handlers.get_mut(&from) else {
+                    // Nothing but LearnerInfo may open a quorum connection.
+                    ctx.emit(Action::CloseConnection { peer: from });
+                    return Next::Stay;
+                };
+                h.last_heard_ms = now;
+                match (h.stage, other) {
+                    (
+                        Stage::Info,
+                        Message::AckEpoch {
+                            last_logged_zxid,
+                            current_epoch,
+                        },
+                    ) if h.leaderinfo_sent => {
+                        // A learner more recent than the leader cannot be led by it
+                        // (StateSummary.isMoreRecentThan): drop that learner.
+                        if current_epoch != -1 {
+                            let theirs = (current_epoch as u32, last_logged_zxid);
+                            if theirs > (ctx.current_epoch, ctx.log.last()) {
+                                self.handlers.remove(&from);
+                                ctx.emit(Action::CloseConnection { peer: from });
+                                return Next::Stay;
+                            }
+                        }
+                        h.epoch_counts = current_epoch != -1;
+                        h.stage = Stage::EpochAcked {
+                            last_zxid: last_logged_zxid,
+                        };
+                        self.advance(ctx)
+                    }
+                    (Stage::Syncing { newleader_upto }, Message::Ack { zxid: z })
+                        if z == zxid(self.epoch, 0) =>
+                    {
+                        h.stage = Stage::Synced;
+                        h.acked = h.acked.max(newleader_upto);
+                        self.advance(ctx)
+                    }
+                    (Stage::Synced, Message::Ack { zxid: z }) => {
+                        if epoch_of(z) == self.epoch && counter_of(z) != 0 {
+                            h.acked = h.acked.max(z.min(h.queued_upto));
+                        }
+                        self.advance(ctx)
+                    }
+                    (Stage::Synced, Message::Ping { .. }) => Next::Stay,
+                    _ => {
+                        // Anything else breaks the protocol (between ACKEPOCH and the
+                        // NEWLEADER ACK a learner sends nothing): drop that learner.
+                        self.handlers.remove(&from);
+                        ctx.emit(Action::CloseConnection { peer: from });
+                        self.advance(ctx)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Moves through the phases as far as the quorums collected allow.
+    fn advance(&mut self, ctx: &mut Ctx) -> Next {
+        let me = ctx.me();
+        if self.phase == Phase::Discovery {
+            let infos = self
+                .handlers
+                .iter()
+                .filter(|(_, h)| !h.observer)
+                .map(|(&s, _)| s)
+                .chain([me]);
+            if !ctx.config.quorum.contains_quorum(infos) {
+                return Next::Stay;
+            }
+            // Observers raise the epoch but never count (ZOOKEEPER-2959).
+            let max_seen = self
+                .handlers
+                .values()
+                .map(|h| h.accepted_epoch)
+                .max()
+                .unwrap_or(0);
+            self.epoch = max_seen.max(ctx.accepted_epoch) + 1;
+            // acceptedEpoch is durable before any LEADERINFO names the epoch.
+            ctx.accepted_epoch = self.epoch;
+            ctx.emit(Action::PersistAcceptedEpoch { epoch: self.epoch });
+            self.phase = Phase::AwaitEpochAcks;
+            self.phase_deadline_ms = ctx.now_ms + ctx.config.init_limit * ctx.config.tick_ms;
+        }
+        for (&sid, h) in self.handlers.iter_mut() {
+            if h.stage == Stage::Info && !h.leaderinfo_sent {
+                h.leaderinfo_sent = true;
+                ctx.send(
+                    sid,
+                    Message::LeaderInfo {
+                        new_epoch: self.epoch,
+                        protocol_version: PROTOCOL_VERSION,
+                    },
+                );
+            }
+        }
+        if self.phase == Phase::AwaitEpochAcks {
+            let acks = self
+                .handlers
+                .iter()
+                .filter(|(_, h)| !h.observer && h.epoch_counts && !matches!(h.stage, Stage::Info))
+                .map(|(&s, _)| s)
+                .chain([me]);
+            // currentEpoch may name the epoch only once the history the leader brings
+            // into it is durable: a vote with the new epoch beats every vote of the
+            // old one, so a crash that lost unsynced history after the write would let
+            // this member lead again without txns a quorum acknowledged (found by
+            // seed 4424; the leader's side of ZOOKEEPER-4643). The history is fixed
+            // while leading starts, so this waits for at most one sync.
+            if !ctx.config.quorum.contains_quorum(acks) || ctx.durable < ctx.log.last() {
+                return Next::Stay;
+            }
+            // currentEpoch is durable before any learner is synced into the epoch.
+            ctx.current_epoch = self.epoch;
+            ctx.emit(Action::PersistCurrentEpoch { epoch: self.epoch });
+            if let Some((vote, _)) = ctx.decided.as_mut() {
+                vote.peer_epoch = u64::from(self.epoch);
+            }
+            self.phase = Phase::AwaitNewLeaderAcks;
+            self.phase_deadline_ms = ctx.now_ms + ctx.config.init_limit * ctx.config.tick_ms;
+        }
+        let to_sync: Vec<(Sid, Zxid)> = self
+            .handlers
+            .iter()
+            .filter_map(|(&s, h)| match h.stage {
+                Stage::EpochAcked { last_zxid } => Some((s, last_zxid)),
+                _ => None,
+            })
+            .collect();
+        for (sid, peer_zxid) in to_sync {
+            self.sync_learner(ctx, sid, peer_zxid);
+        }
+        if self.phase == Phase::AwaitNewLeaderAcks {
+            let self_ready = ctx.durable >= ctx.log.last();
+            let acks = self
+                .handlers
+                .iter()
+                .filter(|(_, h)| !h.observer && h.stage == Stage::Synced)
+                .map(|(&s, _)| s)
+                .chain(self_ready.then_some(me));
+            if !ctx.config.quorum.contains_quorum(acks) {
+                return Next::Stay;
+            }
+            self.phase = Phase::Established;
+            self.next_quorum_check_ms = ctx.now_ms + ctx.config.tick_ms;
+            ctx.emit(Action::RoleChanged(RoleChange::LeaderEstablished {
+                epoch: self.epoch,
+            }));
+        }
+        self.commit(ctx);
+        for (&sid, h) in self.handlers.iter_mut() {
+            if h.stage == Stage::Synced && !h.uptodate_sent {
+                h.uptodate_sent = true;
+                ctx.send(sid, Message::UpToDate);
+            }
+        }
+        Next::Stay
+    }
+
+    /// ZooKeeper's `LearnerHandler.syncFollower` (ZAB-WIRE.md §4.2) over the in-memory
+    /// log, then `startForwarding`: DIFF when the learner's last zxid is in our log,
+    /// TRUNC when it holds txns past ours in that epoch, SNAP otherwise; then every
+    /// txn it lacks as PROPOSAL (+ COMMIT when committed), then NEWLEADER.
+    fn sync_learner(&mut self, ctx: &mut Ctx, sid: Sid, peer: Zxid) {
+        let log = &ctx.log;
+        let last = log.last();
+        let committed = log.committed();
+        let new_epoch_zxid = counter_of(peer) == 0;
+        let (first, from) = if peer == last {
+            (Message::Diff { zxid: last }, peer)
+        } else if peer > last && !new_epoch_zxid {
+            trunc_or_bug(last, last)
+        } else if peer >= log.base() && peer <= last {
+            if peer == log.base() {
+                (Message::Diff { zxid: last }, peer)
+            } else {
+                let at = log.first_at_or_after(peer).map(|t| t.zxid).unwrap_or(last);
+                if at == peer || new_epoch_zxid {
+                    (Message::Diff { zxid: last }, peer)
+                } else if epoch_of(at) == epoch_of(peer) {
+                    let prev = log.before(peer);
+                    trunc_or_bug(prev, last)
+                } else {
+                    (
+                        Message::Snap {
+                            zxid: committed,
+                            snapshot: Bytes::new(),
+                        },
+                        committed,
+                    )
+                }
+            }
+        } else {
+            (
+                Message::Snap {
+                    zxid: committed,
+                    snapshot: Bytes::new(),
+                },
+                committed,
+            )
+        };
+        let h = self.handlers.get_mut(&sid).expect("handler to sync");
+        match first {
+            Message::Snap { zxid: z, .. } => ctx.emit(Action::SendSnapshot { to: sid, zxid: z }),
+            other => ctx.send(sid, other),
+        }
+        // Observers get committed txns only; the rest reaches them as INFORM.
+        let upto = if h.observer { committed } else { last };
+        let mut sent = from;
+        let txns: Vec<Txn> = ctx
+            .log
+            .after(from)
+            .take_while(|t| t.zxid <= upto)
+            .cloned()
+            .collect();
+        let mut last_commit = None;
+        for t in txns {
+            let z = t.zxid;
+            ctx.send(
+                sid,
+                Message::Proposal {
+                    zxid: z,
+                    txn: t.data,
+                },
+            );
+            if z <= committed {
+                ctx.send(sid, Message::Commit { zxid: z });
+                last_commit = Some(z);
+            }
+            sent = z;
+        }
+        if last_commit.is_none() && committed > 0 && committed <= from && from > 0 {
+            // The learner holds our committed txns already but may not know they are
+            // committed (a restarted member applies only its snapshot).
+            ctx.send(sid, Message::Commit { zxid: committed });
+        }
+        h.queued_upto = sent.max(from);
+        h.commit_sent_upto = committed.min(h.queued_upto);
+        h.stage = Stage::Syncing {
+            newleader_upto: h.queued_upto,
+        };
+        ctx.send(
+            sid,
+            Message::NewLeader {
+                epoch: self.epoch,
+                config: Bytes::new(),
+            },
+        );
+    }
+
+    /// A client txn: the next zxid of the epoch, into our log and to every forwarding
+    /// follower (pipelined: no wait for earlier ACKs).
+    pub fn propose(&mut self, ctx: &mut Ctx, txn: Bytes) {
+        if self.phase != Phase::Established || self.counter == u32::MAX {
+            // A counter at its end needs a new epoch (ZOOKEEPER-1277).
+            ctx.emit(Action::ProposeRefused);
+            return;
+        }
+        self.counter += 1;
+        let z = zxid(self.epoch, self.counter);
+        ctx.log.append(Txn {
+            zxid: z,
+            data: txn.clone(),
+        });
+        ctx.emit(Action::Proposed { zxid: z });
+        ctx.emit(Action::AppendTxns {
+            txns: vec![Txn {
+                zxid: z,
+                data: txn.clone(),
+            }],
+        });
+        for (&sid, h) in self.handlers.iter_mut() {
+            if h.forwarding() && !h.observer {
+                ctx.send(
+                    sid,
+                    Message::Proposal {
+                        zxid: z,
+                        txn: txn.clone(),
+                    },
+                );
+                h.queued_upto = z;
+            }
+        }
+    }
+
+    /// Commits up to the highest zxid a quorum of participants has durable, counting
+    /// the leader's own durable log; COMMITs go out strictly in zxid order.
+    fn commit(&mut self, ctx: &mut Ctx) {
+        if self.phase != Phase::Established {
+            return;
+        }
+        let mut acked: Vec<Zxid> = self
+            .handlers
+            .iter()
+            .filter(|(_, h)| !h.observer && h.stage == Stage::Synced)
+            .map(|(_, h)| h.acked)
+            .collect();
+        acked.push(ctx.durable);
+        acked.sort_unstable_by(|a, b| b.cmp(a));
+        let need = ctx.config.quorum.quorum_size();
+        let quorum_point = if cfg!(feature = "sim-bug-early-commit") {
+            // Deliberate bug for the simulation's teeth: the leader's own durable log
+            // alone commits.
+            ctx.durable
+        } else if acked.len() >= need {
+            acked[need - 1]
+        } else {
+            return;
+        };
+        let target = quorum_point.min(ctx.log.last());
+        if target <= ctx.log.committed() {
+            return;
+        }
+        // The quorum point is an acknowledged zxid, so a txn of our log or its base.
+        let Some(upto) = ctx
+            .log
+            .after(ctx.log.committed())
+            .take_while(|t| t.zxid <= target)
+            .last()
+            .map(|t| t.zxid)
+        else {
+            return;
+        };
+        let newly: Vec<Txn> = ctx
+            .log
+            .after(ctx.log.committed())
+            .take_while(|t| t.zxid <= upto)
+            .cloned()
+            .collect();
+        ctx.log.commit_to(upto);
+        ctx.emit(Action::Commit { upto });
+        for (&sid, h) in self.handlers.iter_mut() {
+            if !h.forwarding() {
+                continue;
+            }
+            for t in &newly {
+                if h.observer {
+                    if t.zxid > h.queued_upto {
+                        ctx.send(
+                            sid,
+                            Message::Inform {
+                                zxid: t.zxid,
+                                txn: t.data.clone(),
+                            },
+                        );
+                        h.queued_upto = t.zxid;
+                        h.commit_sent_upto = t.zxid;
+                    }
+                } else if t.zxid > h.commit_sent_upto && t.zxid <= h.queued_upto {
+                    ctx.send(sid, Message::Commit { zxid: t.zxid });
+                    h.commit_sent_upto = t.zxid;
+                }
+            }
+        }
+    }
+}
+
+/// TRUNC(to) as the rule says, or, under the simulation's deliberate bug, a DIFF.
+fn trunc_or_bug(to: Zxid, last: Zxid) -> (Message, Zxid) {
+    if cfg!(feature = "sim-bug-diff-not-trunc") {
+        (Message::Diff { zxid: last }, to)
+    } else {
+        (Message::Trunc { zxid: to }, to)
+    }
+}

@@ -1,0 +1,333 @@
+//! A follower's or observer's side of discovery, synchronisation and broadcast
+//! (ZooKeeper's `Learner.registerWithLeader`, `syncWithLeader`, `Follower` and
+//! `Observer`, ZAB-WIRE.md §4.1, §4.5, §4.6, §7).
+
+use super::message::Message;
+use super::{epoch_of, zxid, Action, Ctx, Input, Next, RoleChange, Sid, Txn, Zxid};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// FOLLOWERINFO sent.
+    AwaitLeaderInfo,
+    /// ACKEPOCH sent; the next packet is DIFF, TRUNC or SNAP.
+    AwaitSync,
+    /// Taking PROPOSALs and COMMITs until NEWLEADER.
+    Syncing,
+    /// NEWLEADER received; its ACK waits until every txn received is durable.
+    AwaitDurable,
+    /// NEWLEADER acknowledged; waiting for UPTODATE.
+    AwaitUpToDate,
+    /// Serving: PROPOSAL / ACK / COMMIT / PING.
+    Broadcast,
+}
+
+/// A learner from its election until it goes LOOKING.
+#[derive(Debug)]
+pub struct Learner {
+    leader: Sid,
+    observer: bool,
+    phase: Phase,
+    /// The epoch from LEADERINFO.
+    epoch: u32,
+    last_heard_ms: u64,
+    /// The highest zxid an ACK was sent for.
+    ack_sent: Zxid,
+    /// The last zxid received before NEWLEADER: durable before its ACK. Txns that
+    /// arrive after NEWLEADER do not hold the ACK back (continuous writes during a
+    /// sync would otherwise starve it, ZOOKEEPER-4394).
+    newleader_upto: Zxid,
+    /// Connect attempts left before going LOOKING, and when to make the next one
+    /// (Learner.connectToLeader: 5 tries, 100 ms apart).
+    connect_tries_left: u32,
+    reconnect_at_ms: Option<u64>,
+}
+
+/// Connect attempts to the leader before a learner gives up (Learner.connectToLeader).
+const CONNECT_TRIES: u32 = 5;
+/// The pause between connect attempts, ms.
+const CONNECT_RETRY_MS: u64 = 100;
+
+impl Learner {
+    /// Connects to `leader` and registers with FOLLOWERINFO / OBSERVERINFO.
+    pub fn start(ctx: &mut Ctx, leader: Sid) -> Learner {
+        let mut l = Learner {
+            leader,
+            observer: !ctx.is_participant(),
+            phase: Phase::AwaitLeaderInfo,
+            epoch: 0,
+            last_heard_ms: ctx.now_ms,
+            ack_sent: 0,
+            newleader_upto: 0,
+            connect_tries_left: CONNECT_TRIES - 1,
+            reconnect_at_ms: None,
+        };
+        l.register(ctx);
+        l
+    }
+
+    /// Opens the connection with FOLLOWERINFO / OBSERVERINFO.
+    fn register(&mut self, ctx: &mut Ctx) {
+        let (observer, leader) = (self.observer, self.leader);
+        let (accepted_epoch, sid) = (ctx.accepted_epoch, ctx.me());
+        let msg = if observer {
+            Message::ObserverInfo {
+                accepted_epoch,
+                sid,
+                protocol_version: super::leader::PROTOCOL_VERSION,
+                config_version: 0,
+            }
+        } else {
+            Message::FollowerInfo {
+                accepted_epoch,
+                sid,
+                protocol_version: super::leader::PROTOCOL_VERSION,
+                config_version: 0,
+            }
+        };
+        ctx.send(leader, msg);
+        self.last_heard_ms = ctx.now_ms;
+    }
+
+    /// Going LOOKING: the leader connection closes.
+    pub fn close(&mut self, ctx: &mut Ctx) {
+        ctx.emit(Action::CloseConnection { peer: self.leader });
+    }
+
+    /// A non-notification input.
+    pub fn step(&mut self, ctx: &mut Ctx, input: Input) -> Next {
+        match input {
+            Input::Tick if self.reconnect_at_ms.is_some() => {
+                if self.reconnect_at_ms.is_some_and(|at| ctx.now_ms >= at) {
+                    self.reconnect_at_ms = None;
+                    self.register(ctx);
+                }
+                Next::Stay
+            }
+            Input::Disconnected { peer }
+                if peer == self.leader
+                    && self.phase == Phase::AwaitLeaderInfo
+                    && self.connect_tries_left > 0 =>
+            {
+                // The leader may not listen yet (it is finishing its election).
+                self.connect_tries_left -= 1;
+                self.reconnect_at_ms = Some(ctx.now_ms + CONNECT_RETRY_MS);
+                Next::Stay
+            }
+            Input::Tick => {
+                // Without the leader for initLimit (syncing) or syncLimit (after the
+                // NEWLEADER ACK) a learner goes LOOKING (its socket read times out).
+                let limit = match self.phase {
+                    Phase::AwaitUpToDate | Phase::Broadcast => ctx.config.sync_limit,
+                    _ => ctx.config.init_limit,
+                } * ctx.config.tick_ms;
+                if ctx.now_ms.saturating_sub(self.last_heard_ms) > limit {
+                    Next::Look
+                } else {
+                    Next::Stay
+                }
+            }
+            Input::Disconnected { peer } if peer == self.leader => Next::Look,
+            Input::Message { from, msg } if from == self.leader => {
+                self.last_heard_ms = ctx.now_ms;
+                self.on_message(ctx, msg)
+            }
+            Input::Message { from, .. } => {
+                // Only the leader talks to us on the quorum port; another learner that
+                // took us for its leader is refused and retries or re-elects.
+                ctx.emit(Action::CloseConnection { peer: from });
+                Next::Stay
+            }
+            _ => Next::Stay,
+        }
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx, msg: Message) -> Next {
+        match (self.phase, msg) {
+            (Phase::AwaitLeaderInfo, Message::LeaderInfo { new_epoch, .. }) => {
+                let current_epoch = if new_epoch > ctx.accepted_epoch {
+                    // acceptedEpoch is durable before the ACKEPOCH that promises it.
+                    ctx.accepted_epoch = new_epoch;
+                    ctx.emit(Action::PersistAcceptedEpoch { epoch: new_epoch });
+                    ctx.current_epoch as i32
+                } else if new_epoch == ctx.accepted_epoch {
+                    -1
+                } else {
+                    // We promised a newer epoch to another leader.
+                    return Next::Look;
+                };
+                self.epoch = new_epoch;
+                self.phase = Phase::AwaitSync;
+                ctx.send(
+                    self.leader,
+                    Message::AckEpoch {
+                        last_logged_zxid: ctx.log.last(),
+                        current_epoch,
+                    },
+                );
+                Next::Stay
+            }
+            (Phase::AwaitSync, Message::Diff { .. }) => {
+                self.phase = Phase::Syncing;
+                Next::Stay
+            }
+            (Phase::AwaitSync, Message::Trunc { zxid: z }) => {
+                if !ctx.log.truncate_after(z) {
+                    // The leader would drop a txn we know committed: refuse to follow
+                    // it (ZooKeeper exits, ZOOKEEPER-3701).
+                    return Next::Look;
+                }
+                // The truncation is durable before any later txn is appended.
+                ctx.emit(Action::TruncateLog { after: z });
+                ctx.durable = ctx.durable.min(z);
+                self.phase = Phase::Syncing;
+                Next::Stay
+            }
+            (Phase::AwaitSync, Message::Snap { zxid: z, snapshot }) => {
+                let committed = ctx.log.committed();
+                if z >= committed {
+                    // Installed atomically and durably before the txns that follow it.
+                    ctx.emit(Action::InstallSnapshot { zxid: z, snapshot });
+                    ctx.log.reset(z);
+                    ctx.durable = z;
+                } else {
+                    // The leader's commit point is behind ours (it has not yet committed
+                    // its history in the new epoch). What we applied is committed, so it
+                    // is in the leader's log at the same zxids: keep it, so our applied
+                    // state never moves back, and drop only what may diverge. The
+                    // proposals up to our commit point that follow are skipped.
+                    ctx.log.truncate_after(committed);
+                    ctx.emit(Action::TruncateLog { after: committed });
+                    ctx.durable = ctx.durable.min(committed);
+                }
+                self.phase = Phase::Syncing;
+                Next::Stay
+            }
+            (
+                Phase::Syncing | Phase::AwaitDurable | Phase::AwaitUpToDate | Phase::Broadcast,
+                Message::Proposal { zxid: z, txn },
+            ) if !self.observer || self.phase == Phase::Syncing => {
+                if self.phase == Phase::Syncing && z <= ctx.log.committed() {
+                    // Already held and applied (a SNAP behind our commit point).
+                    return Next::Stay;
+                }
+                let t = Txn { zxid: z, data: txn };
+                if !ctx.log.append(t.clone()) {
+                    // Txns come in strictly increasing zxid order on one stream
+                    // (ZOOKEEPER-4925's continuity): anything else is a broken leader.
+                    return Next::Look;
+                }
+                ctx.emit(Action::AppendTxns { txns: vec![t] });
+                Next::Stay
+            }
+            (
+                Phase::Syncing | Phase::AwaitDurable | Phase::AwaitUpToDate | Phase::Broadcast,
+                Message::Commit { zxid: z },
+            ) => self.commit(ctx, z),
+            (Phase::AwaitUpToDate | Phase::Broadcast, Message::Inform { zxid: z, txn })
+                if self.observer =>
+            {
+                let t = Txn { zxid: z, data: txn };
+                if !ctx.log.append(t.clone()) {
+                    return Next::Look;
+                }
+                ctx.emit(Action::AppendTxns { txns: vec![t] });
+                self.commit(ctx, z)
+            }
+            (Phase::Syncing, Message::NewLeader { epoch, .. }) => {
+                if epoch != self.epoch {
+                    return Next::Look;
+                }
+                self.phase = Phase::AwaitDurable;
+                self.newleader_upto = ctx.log.last();
+                self.try_ack_newleader(ctx);
+                Next::Stay
+            }
+            (Phase::AwaitUpToDate, Message::UpToDate) => {
+                ctx.send(
+                    self.leader,
+                    Message::Ack {
+                        zxid: zxid(self.epoch, 0),
+                    },
+                );
+                self.phase = Phase::Broadcast;
+                ctx.emit(Action::RoleChanged(RoleChange::LearnerServing {
+                    leader: self.leader,
+                    epoch: self.epoch,
+                }));
+                self.ack_durable(ctx);
+                Next::Stay
+            }
+            (Phase::Broadcast, Message::Ping { zxid: z }) => {
+                ctx.send(self.leader, Message::Ping { zxid: z });
+                Next::Stay
+            }
+            // Leader PINGs may start once NEWLEADER is queued; they are ignored during
+            // sync.
+            (_, Message::Ping { .. }) => Next::Stay,
+            _ => Next::Look,
+        }
+    }
+
+    fn commit(&mut self, ctx: &mut Ctx, z: Zxid) -> Next {
+        if z <= ctx.log.committed() {
+            return Next::Stay;
+        }
+        if !ctx.log.commit_to(z) {
+            // A COMMIT for a txn we do not hold: the leader and we disagree.
+            return Next::Look;
+        }
+        ctx.emit(Action::Commit { upto: z });
+        Next::Stay
+    }
+
+    /// Our log became more durable.
+    pub fn on_durable(&mut self, ctx: &mut Ctx) -> Next {
+        match self.phase {
+            Phase::AwaitDurable => self.try_ack_newleader(ctx),
+            Phase::Broadcast => self.ack_durable(ctx),
+            _ => {}
+        }
+        Next::Stay
+    }
+
+    /// The NEWLEADER ACK: every txn received before NEWLEADER is durable, then
+    /// currentEpoch is written, then the ACK goes out (ZAB-WIRE.md §4.6, the safe rule;
+    /// ZOOKEEPER-3911, -4785, -4643). Proposal ACKs only follow it.
+    fn try_ack_newleader(&mut self, ctx: &mut Ctx) {
+        let durable =
+            cfg!(feature = "sim-bug-ack-before-durable") || ctx.durable >= self.newleader_upto;
+        if !durable {
+            return;
+        }
+        ctx.current_epoch = self.epoch;
+        ctx.emit(Action::PersistCurrentEpoch { epoch: self.epoch });
+        if let Some((vote, _)) = ctx.decided.as_mut() {
+            vote.peer_epoch = u64::from(self.epoch);
+        }
+        let z = zxid(self.epoch, 0);
+        ctx.send(self.leader, Message::Ack { zxid: z });
+        self.ack_sent = z;
+        self.phase = Phase::AwaitUpToDate;
+    }
+
+    /// In broadcast a follower ACKs each txn of the epoch once it is durable, in zxid
+    /// order, including those received before NEWLEADER (ZOOKEEPER-4785). Observers
+    /// never ACK.
+    fn ack_durable(&mut self, ctx: &mut Ctx) {
+        if self.observer {
+            return;
+        }
+        let upto = ctx.durable;
+        let acks: Vec<Zxid> = ctx
+            .log
+            .after(self.ack_sent)
+            .take_while(|t| t.zxid <= upto)
+            .filter(|t| epoch_of(t.zxid) == self.epoch)
+            .map(|t| t.zxid)
+            .collect();
+        for z in acks {
+            ctx.send(self.leader, Message::Ack { zxid: z });
+            self.ack_sent = z;
+        }
+    }
+}

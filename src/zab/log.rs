@@ -1,0 +1,169 @@
+//! The core's in-memory view of its own txn log: the window of recent committed txns
+//! the leader sends in a DIFF (ZooKeeper's `committedLog`, `zookeeper.commitLogCount`)
+//! followed by every logged txn not yet known committed. Older txns live only in
+//! storage; a learner behind the window gets a SNAP (reading the on-disk log for a
+//! DIFF, ZAB-WIRE.md §4.2 rule 5, is a later step).
+
+use std::collections::VecDeque;
+
+use super::{Txn, Zxid};
+
+/// Logged txns in zxid order from just after `base`, with the commit point.
+#[derive(Clone, Debug)]
+pub struct Log {
+    /// The zxid just before the first entry: the snapshot the member started from, or
+    /// the last committed txn dropped from the window. Every member that logged a txn
+    /// with this zxid holds the same txn (one leader per epoch).
+    base: Zxid,
+    /// Ascending by zxid, all > `base`.
+    entries: VecDeque<Txn>,
+    /// The highest zxid known committed, `base <= committed <= last()`.
+    committed: Zxid,
+    /// How many committed entries to keep for DIFFs.
+    window: usize,
+}
+
+impl Log {
+    /// A log that starts after `base` (committed) with `txns` logged after it and not
+    /// known committed (recovered from storage).
+    pub fn new(base: Zxid, txns: impl IntoIterator<Item = Txn>, window: usize) -> Log {
+        let mut log = Log {
+            base,
+            entries: VecDeque::new(),
+            committed: base,
+            window: window.max(1),
+        };
+        for t in txns {
+            if t.zxid > log.last() {
+                log.entries.push_back(t);
+            }
+        }
+        log
+    }
+
+    /// The last logged zxid (ZooKeeper's lastLoggedZxid), `base` if none.
+    pub fn last(&self) -> Zxid {
+        self.entries.back().map_or(self.base, |t| t.zxid)
+    }
+
+    /// The highest committed zxid.
+    pub fn committed(&self) -> Zxid {
+        self.committed
+    }
+
+    /// The zxid before the first entry held.
+    pub fn base(&self) -> Zxid {
+        self.base
+    }
+
+    /// Appends `txn`; false (and nothing changes) unless its zxid is above `last()`.
+    pub fn append(&mut self, txn: Txn) -> bool {
+        if txn.zxid <= self.last() {
+            return false;
+        }
+        self.entries.push_back(txn);
+        true
+    }
+
+    /// Whether a txn with exactly `zxid` is held.
+    pub fn contains(&self, zxid: Zxid) -> bool {
+        zxid == self.base || self.position(zxid).is_ok()
+    }
+
+    fn position(&self, zxid: Zxid) -> Result<usize, usize> {
+        self.entries.binary_search_by_key(&zxid, |t| t.zxid)
+    }
+
+    /// Marks every entry up to `zxid` committed and trims the window. Returns false if
+    /// `zxid` is not held or not above the commit point.
+    pub fn commit_to(&mut self, zxid: Zxid) -> bool {
+        if zxid <= self.committed || self.position(zxid).is_err() {
+            return false;
+        }
+        self.committed = zxid;
+        let committed_count = self.entries.iter().take_while(|t| t.zxid <= zxid).count();
+        for _ in self.window..committed_count {
+            let dropped = self.entries.pop_front().expect("counted");
+            self.base = dropped.zxid;
+        }
+        true
+    }
+
+    /// Drops every entry above `zxid`. Returns false (nothing changes) if that would
+    /// drop a committed txn.
+    pub fn truncate_after(&mut self, zxid: Zxid) -> bool {
+        if zxid < self.committed {
+            return false;
+        }
+        while self.entries.back().is_some_and(|t| t.zxid > zxid) {
+            self.entries.pop_back();
+        }
+        true
+    }
+
+    /// Replaces everything with a snapshot of the state at `zxid` (committed).
+    pub fn reset(&mut self, zxid: Zxid) {
+        self.entries.clear();
+        self.base = zxid;
+        self.committed = zxid;
+    }
+
+    /// Entries with zxid > `after`, ascending.
+    pub fn after(&self, after: Zxid) -> impl Iterator<Item = &Txn> {
+        let start = match self.position(after) {
+            Ok(i) => i + 1,
+            Err(i) => i,
+        };
+        self.entries.range(start..)
+    }
+
+    /// The zxid of the entry just before the first one >= `zxid` (`base` if none).
+    pub fn before(&self, zxid: Zxid) -> Zxid {
+        let i = match self.position(zxid) {
+            Ok(i) | Err(i) => i,
+        };
+        if i == 0 {
+            self.base
+        } else {
+            self.entries[i - 1].zxid
+        }
+    }
+
+    /// The first entry with zxid >= `zxid`.
+    pub fn first_at_or_after(&self, zxid: Zxid) -> Option<&Txn> {
+        let i = match self.position(zxid) {
+            Ok(i) | Err(i) => i,
+        };
+        self.entries.get(i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zab::zxid;
+    use bytes::Bytes;
+
+    fn t(e: u32, c: u32) -> Txn {
+        Txn {
+            zxid: zxid(e, c),
+            data: Bytes::new(),
+        }
+    }
+
+    #[test]
+    fn window_trims_only_committed() {
+        let mut log = Log::new(0, [t(1, 1), t(1, 2), t(1, 3), t(1, 4)], 2);
+        assert_eq!(log.last(), zxid(1, 4));
+        assert!(log.commit_to(zxid(1, 3)));
+        assert_eq!(log.base(), zxid(1, 1));
+        assert_eq!(log.after(0).count(), 3);
+        assert!(!log.truncate_after(zxid(1, 2)));
+        assert!(log.truncate_after(zxid(1, 3)));
+        assert_eq!(log.last(), zxid(1, 3));
+        assert_eq!(log.before(zxid(1, 3)), zxid(1, 2));
+        assert!(!log.append(t(1, 2)));
+        assert!(log.append(t(2, 1)));
+        assert_eq!(log.first_at_or_after(zxid(1, 9)).unwrap().zxid, zxid(2, 1));
+    }
+}

@@ -1,0 +1,199 @@
+//! What members say to each other: FastLeaderElection notifications on the election
+//! port and QuorumPacket-shaped messages on the quorum port, one variant per ZooKeeper
+//! packet type (../shared/ZAB-WIRE.md §2, §3), so the codec that later puts them on the
+//! wire is a pure translation with no protocol decisions of its own.
+
+use bytes::Bytes;
+
+use super::{Sid, Zxid};
+
+/// A member's state as it appears in a notification (ZooKeeper's `ServerState`; wire
+/// values LOOKING 0, FOLLOWING 1, LEADING 2, OBSERVING 3, ZAB-WIRE.md §2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ServerState {
+    /// Electing a leader.
+    Looking,
+    /// Following `Notification::leader`.
+    Following,
+    /// Leading.
+    Leading,
+    /// Observing `Notification::leader` (never votes).
+    Observing,
+}
+
+impl ServerState {
+    /// ZooKeeper's wire number for the state.
+    pub fn wire(self) -> i32 {
+        match self {
+            ServerState::Looking => 0,
+            ServerState::Following => 1,
+            ServerState::Leading => 2,
+            ServerState::Observing => 3,
+        }
+    }
+}
+
+/// A FastLeaderElection notification (ZAB-WIRE.md §2, 44+N bytes on the wire).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notification {
+    /// The sender's state.
+    pub state: ServerState,
+    /// The sid the sender proposes (LOOKING) or follows/is (FOLLOWING, LEADING).
+    pub leader: Sid,
+    /// The proposed leader's last logged zxid.
+    pub zxid: Zxid,
+    /// The sender's logical clock: the round it votes in, or decided in.
+    pub election_epoch: u64,
+    /// The proposed leader's currentEpoch (after a sync: the new epoch, ZOOKEEPER-1732).
+    pub peer_epoch: u64,
+    /// The sender's quorum config text (`server.N=...` lines and `version=`), opaque
+    /// here; empty while reconfig is off and the codec fills in the static config.
+    pub config: Bytes,
+}
+
+/// One message between members. `Notification` travels on the election port; every
+/// other variant is a QuorumPacket on the quorum port, named and numbered as in
+/// ZooKeeper's `Leader.java` (ZAB-WIRE.md §3). Txn payloads are opaque bytes: later
+/// ZooKeeper's TxnHeader plus txn record (ZAB-WIRE.md §5).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Message {
+    /// Election port: a vote (§2).
+    Notification(Notification),
+    /// 11, learner -> leader, first packet of a follower: zxid = acceptedEpoch<<32,
+    /// data = LearnerInfo.
+    FollowerInfo {
+        /// The learner's acceptedEpoch.
+        accepted_epoch: u32,
+        /// LearnerInfo.serverid.
+        sid: Sid,
+        /// LearnerInfo.protocolVersion (0x10000).
+        protocol_version: i32,
+        /// LearnerInfo.configVersion.
+        config_version: i64,
+    },
+    /// 16, observer -> leader: as `FollowerInfo`, never counted toward a quorum.
+    ObserverInfo {
+        /// The observer's acceptedEpoch.
+        accepted_epoch: u32,
+        /// LearnerInfo.serverid.
+        sid: Sid,
+        /// LearnerInfo.protocolVersion (0x10000).
+        protocol_version: i32,
+        /// LearnerInfo.configVersion.
+        config_version: i64,
+    },
+    /// 17, leader -> learner: zxid = newEpoch<<32, data = int protocol version 0x10000.
+    LeaderInfo {
+        /// The epoch the leader proposes.
+        new_epoch: u32,
+        /// The leader's protocol version (0x10000).
+        protocol_version: i32,
+    },
+    /// 18, learner -> leader: zxid = the learner's last logged zxid, data = int
+    /// currentEpoch, or -1 when it had already accepted this epoch (not counted).
+    AckEpoch {
+        /// The learner's last logged zxid.
+        last_logged_zxid: Zxid,
+        /// The learner's currentEpoch, or -1.
+        current_epoch: i32,
+    },
+    /// 13, leader -> learner: the learner's log is a prefix of the leader's up to `zxid`
+    /// (the leader's last zxid at the decision); PROPOSALs follow.
+    Diff {
+        /// The zxid the diff runs to.
+        zxid: Zxid,
+    },
+    /// 14, leader -> learner: drop every txn after `zxid`, then PROPOSALs follow.
+    Trunc {
+        /// The truncate-to zxid (kept).
+        zxid: Zxid,
+    },
+    /// 15, leader -> learner: the leader's state as of `zxid` (later ZooKeeper's
+    /// DataTree serialization, §4.4), then PROPOSALs follow.
+    Snap {
+        /// The zxid of the last txn the snapshot holds.
+        zxid: Zxid,
+        /// The serialized state, opaque to the core.
+        snapshot: Bytes,
+    },
+    /// 10, leader -> learner: the end of the sync; zxid = newEpoch<<32.
+    NewLeader {
+        /// The new epoch.
+        epoch: u32,
+        /// The leader's quorum config text, opaque here.
+        config: Bytes,
+    },
+    /// 12, leader -> learner: start serving; zxid -1 on the wire.
+    UpToDate,
+    /// 2, leader -> follower: a txn to log.
+    Proposal {
+        /// The txn's zxid.
+        zxid: Zxid,
+        /// The txn payload.
+        txn: Bytes,
+    },
+    /// 3, learner -> leader: `zxid` is durable in the learner's log (NEWLEADER and
+    /// UPTODATE are acknowledged with zxid = newEpoch<<32).
+    Ack {
+        /// The acknowledged zxid.
+        zxid: Zxid,
+    },
+    /// 4, leader -> follower: every txn up to `zxid` is committed.
+    Commit {
+        /// The committed zxid.
+        zxid: Zxid,
+    },
+    /// 8, leader -> observer: a committed txn, payload included.
+    Inform {
+        /// The txn's zxid.
+        zxid: Zxid,
+        /// The txn payload.
+        txn: Bytes,
+    },
+    /// 5, both ways: the leader's liveness probe (zxid = last proposed), echoed by the
+    /// learner (data = touched sessions, added with sessions in a later step).
+    Ping {
+        /// The leader's last proposed zxid, echoed.
+        zxid: Zxid,
+    },
+}
+
+/// Which of a member's two ports a message travels on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Channel {
+    /// The election port (QuorumCnxManager, ZAB-WIRE.md §1).
+    Election,
+    /// The quorum port (learner -> leader TCP stream, §4).
+    Quorum,
+}
+
+impl Message {
+    /// The port the message travels on.
+    pub fn channel(&self) -> Channel {
+        match self {
+            Message::Notification(_) => Channel::Election,
+            _ => Channel::Quorum,
+        }
+    }
+
+    /// ZooKeeper's QuorumPacket type number (`Leader.java`), None for a notification.
+    pub fn packet_type(&self) -> Option<i32> {
+        Some(match self {
+            Message::Notification(_) => return None,
+            Message::Proposal { .. } => 2,
+            Message::Ack { .. } => 3,
+            Message::Commit { .. } => 4,
+            Message::Ping { .. } => 5,
+            Message::Inform { .. } => 8,
+            Message::NewLeader { .. } => 10,
+            Message::FollowerInfo { .. } => 11,
+            Message::UpToDate => 12,
+            Message::Diff { .. } => 13,
+            Message::Trunc { .. } => 14,
+            Message::Snap { .. } => 15,
+            Message::ObserverInfo { .. } => 16,
+            Message::LeaderInfo { .. } => 17,
+            Message::AckEpoch { .. } => 18,
+        })
+    }
+}

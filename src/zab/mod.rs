@@ -1,0 +1,586 @@
+//! A sans-I/O Zab: ZooKeeper's atomic broadcast as a pure state machine. No sockets,
+//! clock, threads or storage calls: the runtime feeds [`Input`]s with the time as a
+//! value to [`Peer::step`] and executes the [`Action`]s it returns, in order. One seeded
+//! simulation (tests/sim.rs) drives this same code for whole ensembles.
+//!
+//! Phases as in ZooKeeper (../shared/ZAB-WIRE.md): fast leader election
+//! ([`election`]), discovery (FOLLOWERINFO, LEADERINFO, ACKEPOCH), synchronisation
+//! (DIFF / TRUNC / SNAP, NEWLEADER, UPTODATE) and broadcast (PROPOSAL, ACK, COMMIT,
+//! PING) in [`leader`] and [`learner`]; [`quorum`] says what a majority is, [`log`]
+//! holds the in-memory window of the member's txn log, [`storage`] the durable side as
+//! a trait plus an in-memory implementation for the simulation, [`message`] the
+//! messages. Txn payloads are opaque bytes with zxids (later ZooKeeper's TxnHeader plus
+//! txn record).
+//!
+//! Ordering rules the runtime must keep (each is repeated at the action it governs):
+//! - actions run in the order returned; `PersistAcceptedEpoch`, `PersistCurrentEpoch`,
+//!   `TruncateLog` and `InstallSnapshot` complete durably before the next action runs
+//!   (ZooKeeper writes them synchronously, too);
+//! - `AppendTxns` may complete later: the runtime reports [`Input::Durable`] once every
+//!   appended txn up to a zxid is synced (group commit);
+//! - `Commit` is applied before any later `SendSnapshot`, so a snapshot holds exactly
+//!   the txns committed before it.
+
+pub mod election;
+pub mod leader;
+pub mod learner;
+pub mod log;
+pub mod message;
+pub mod quorum;
+pub mod storage;
+
+use bytes::Bytes;
+
+use self::election::{Election, Vote};
+use self::leader::Leader;
+use self::learner::Learner;
+use self::log::Log;
+use self::message::{Message, Notification, ServerState};
+use self::quorum::QuorumVerifier;
+
+/// A server id (`myid`, the N of server.N).
+pub type Sid = u64;
+
+/// A ZooKeeper transaction id: epoch in the high 32 bits, counter in the low 32
+/// (`ZxidUtils.java`). 0 is "nothing logged"; a zxid with counter 0 names no txn.
+pub type Zxid = u64;
+
+/// The zxid of txn `counter` in `epoch`.
+pub fn zxid(epoch: u32, counter: u32) -> Zxid {
+    (u64::from(epoch) << 32) | u64::from(counter)
+}
+
+/// The epoch of a zxid.
+pub fn epoch_of(zxid: Zxid) -> u32 {
+    (zxid >> 32) as u32
+}
+
+/// The counter of a zxid.
+pub fn counter_of(zxid: Zxid) -> u32 {
+    zxid as u32
+}
+
+/// One logged txn: its zxid and its opaque payload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Txn {
+    /// The txn's zxid.
+    pub zxid: Zxid,
+    /// The payload (later ZooKeeper's TxnHeader + txn record).
+    pub data: Bytes,
+}
+
+/// The settings the core runs with (zoo.cfg and ZooKeeper's system properties).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// This member's sid.
+    pub my_sid: Sid,
+    /// The ensemble.
+    pub quorum: QuorumVerifier,
+    /// tickTime in ms.
+    pub tick_ms: u64,
+    /// initLimit in ticks: discovery and sync must finish within it.
+    pub init_limit: u64,
+    /// syncLimit in ticks: a leader and its learners must hear each other within it.
+    pub sync_limit: u64,
+    /// The election's finalize wait and first notification timeout in ms
+    /// (`zookeeper.fastleader.minNotificationInterval`, 200).
+    pub finalize_wait_ms: u64,
+    /// The largest notification timeout in ms
+    /// (`zookeeper.fastleader.maxNotificationInterval`, 60000).
+    pub max_notification_interval_ms: u64,
+    /// How many committed txns a member keeps in memory for DIFFs
+    /// (`zookeeper.commitLogCount`, 500).
+    pub commit_log_count: usize,
+}
+
+impl Config {
+    /// ZooKeeper's defaults for everything but the ensemble and the limits.
+    pub fn new(
+        my_sid: Sid,
+        quorum: QuorumVerifier,
+        tick_ms: u64,
+        init_limit: u64,
+        sync_limit: u64,
+    ) -> Config {
+        Config {
+            my_sid,
+            quorum,
+            tick_ms,
+            init_limit,
+            sync_limit,
+            finalize_wait_ms: 200,
+            max_notification_interval_ms: 60_000,
+            commit_log_count: 500,
+        }
+    }
+}
+
+/// What a member finds in its dataDir at start (see [`storage::ZabStorage::recover`]).
+#[derive(Clone, Debug, Default)]
+pub struct Recovered {
+    /// acceptedEpoch: the newest epoch it promised to follow.
+    pub accepted_epoch: u32,
+    /// currentEpoch: the newest epoch it synced with.
+    pub current_epoch: u32,
+    /// The zxid of the last txn the snapshot holds (0 for none). Its txns are known
+    /// committed; the runtime restores the state from it.
+    pub snapshot_zxid: Zxid,
+    /// The durable txns after the snapshot, ascending. Not known committed until a
+    /// leader says so, so the runtime does not apply them at start.
+    pub log: Vec<Txn>,
+}
+
+/// An event the runtime feeds to [`Peer::step`].
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// Time passed; `now_ms` of the step is the new time. Feed at least every
+    /// tick_ms / 2.
+    Tick,
+    /// A message arrived from peer `from` (election or quorum port).
+    Message {
+        /// The sender.
+        from: Sid,
+        /// What it said.
+        msg: Message,
+    },
+    /// The quorum connection to `peer` broke (or a connect failed); what was in
+    /// flight on it is lost.
+    Disconnected {
+        /// The peer.
+        peer: Sid,
+    },
+    /// A client write, prepared into a txn payload, to be proposed (leader only).
+    Propose {
+        /// The txn payload.
+        txn: Bytes,
+    },
+    /// Every txn appended so far up to `zxid` is durable (synced) in the txn log.
+    Durable {
+        /// The last durable zxid.
+        zxid: Zxid,
+    },
+}
+
+/// A role as the runtime and operators see it (srvr `Mode:`, `zk_server_state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoleChange {
+    /// Electing.
+    Looking,
+    /// Elected: discovery and sync under way as leader of the coming epoch.
+    Leading,
+    /// A quorum acknowledged NEWLEADER: `epoch` is established and proposals are
+    /// accepted.
+    LeaderEstablished {
+        /// The established epoch.
+        epoch: u32,
+    },
+    /// Connecting to and syncing with `leader`.
+    Following {
+        /// The leader's sid.
+        leader: Sid,
+    },
+    /// As `Following`, as an observer.
+    Observing {
+        /// The leader's sid.
+        leader: Sid,
+    },
+    /// UPTODATE received: in broadcast with `leader` in `epoch`; serve clients.
+    LearnerServing {
+        /// The leader's sid.
+        leader: Sid,
+        /// The epoch.
+        epoch: u32,
+    },
+}
+
+/// What the runtime must do, in the order returned (see the module rules).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Send `msg` to `to` on the port `msg.channel()` names. On the quorum port a
+    /// learner's FOLLOWERINFO/OBSERVERINFO opens a new connection (closing any old
+    /// one); every other quorum message goes on the current connection and is dropped
+    /// if there is none.
+    Send {
+        /// The peer.
+        to: Sid,
+        /// The message.
+        msg: Message,
+    },
+    /// Send `Message::Snap { zxid, snapshot }` to `to` with the state as of `zxid`,
+    /// which is the last committed zxid: every `Commit` returned before this action
+    /// must be applied before the snapshot is taken, and nothing after it.
+    SendSnapshot {
+        /// The learner.
+        to: Sid,
+        /// The zxid of the state to send.
+        zxid: Zxid,
+    },
+    /// Close the quorum connection to `peer` (it timed out or broke the protocol).
+    CloseConnection {
+        /// The peer.
+        peer: Sid,
+    },
+    /// Append `txns` to the txn log, then sync (batched), then report
+    /// [`Input::Durable`]. A member must not acknowledge a txn before it is durable;
+    /// the core waits for `Durable` for that.
+    AppendTxns {
+        /// Ascending, all above the log's last zxid.
+        txns: Vec<Txn>,
+    },
+    /// Durably write acceptedEpoch (temp file + rename) before the next action: a member
+    /// persists acceptedEpoch before it answers LEADERINFO with ACKEPOCH, and a leader
+    /// before it sends LEADERINFO.
+    PersistAcceptedEpoch {
+        /// The epoch.
+        epoch: u32,
+    },
+    /// Durably write currentEpoch before the next action: a leader after its ACKEPOCH
+    /// quorum and before any sync; a learner after every txn received before NEWLEADER
+    /// is durable and before it ACKs NEWLEADER.
+    PersistCurrentEpoch {
+        /// The epoch.
+        epoch: u32,
+    },
+    /// Durably drop every logged txn above `after` (TRUNC), including unsynced ones,
+    /// before the next action.
+    TruncateLog {
+        /// The last zxid kept.
+        after: Zxid,
+    },
+    /// Atomically (the old state or the new, never a mix) and durably replace the state
+    /// and the txn log with `snapshot`, the state as of `zxid` (SNAP), before the next
+    /// action. The member's applied state becomes `zxid`.
+    InstallSnapshot {
+        /// The zxid of the last txn in the snapshot.
+        zxid: Zxid,
+        /// The serialized state.
+        snapshot: Bytes,
+    },
+    /// Apply every logged txn up to `upto` in zxid order. Commits come strictly in
+    /// zxid order and only for txns a quorum has durable; on the leader this is the
+    /// point the client is answered.
+    Commit {
+        /// The new commit point.
+        upto: Zxid,
+    },
+    /// The txn of the last [`Input::Propose`] took `zxid`.
+    Proposed {
+        /// The zxid.
+        zxid: Zxid,
+    },
+    /// The last [`Input::Propose`] was refused: this member is not an established
+    /// leader (the runtime answers as ZooKeeper does when not serving).
+    ProposeRefused,
+    /// The member's role changed.
+    RoleChanged(RoleChange),
+}
+
+/// State every role reads: settings, epochs, the log and the clock of this step.
+#[derive(Debug)]
+pub struct Ctx {
+    /// The settings.
+    pub config: Config,
+    /// acceptedEpoch as persisted.
+    pub accepted_epoch: u32,
+    /// currentEpoch as persisted.
+    pub current_epoch: u32,
+    /// The in-memory log.
+    pub log: Log,
+    /// The last zxid reported durable (never above `log.last()`).
+    pub durable: Zxid,
+    /// The time of the current step, ms.
+    pub now_ms: u64,
+    /// The vote this member answers LOOKING peers with once it has decided, and the
+    /// round it decided in.
+    pub decided: Option<(Vote, u64)>,
+    out: Vec<Action>,
+}
+
+impl Ctx {
+    /// Queues an action.
+    pub fn emit(&mut self, action: Action) {
+        self.out.push(action);
+    }
+
+    /// Queues a send.
+    pub fn send(&mut self, to: Sid, msg: Message) {
+        self.out.push(Action::Send { to, msg });
+    }
+
+    /// This member's sid.
+    pub fn me(&self) -> Sid {
+        self.config.my_sid
+    }
+
+    /// Whether this member votes.
+    pub fn is_participant(&self) -> bool {
+        self.config.quorum.is_participant(self.config.my_sid)
+    }
+}
+
+/// Where a role hands over to the next.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Keep the role.
+    Stay,
+    /// Go back to electing.
+    Look,
+    /// Lead (the election chose this member).
+    Lead,
+    /// Follow or observe `leader`.
+    Learn(Sid),
+}
+
+#[derive(Debug)]
+enum Role {
+    Looking(Election),
+    Leading(Box<Leader>),
+    Learning(Learner),
+}
+
+/// One ensemble member's Zab state machine.
+#[derive(Debug)]
+pub struct Peer {
+    ctx: Ctx,
+    role: Role,
+}
+
+impl Peer {
+    /// A member starting from what its storage recovered, at time `now_ms`, in
+    /// LOOKING. The returned actions (the first notifications) must be executed.
+    pub fn new(config: Config, recovered: Recovered, now_ms: u64) -> (Peer, Vec<Action>) {
+        let log = Log::new(
+            recovered.snapshot_zxid,
+            recovered.log,
+            config.commit_log_count,
+        );
+        let durable = log.last();
+        let mut ctx = Ctx {
+            config,
+            accepted_epoch: recovered.accepted_epoch,
+            current_epoch: recovered.current_epoch,
+            log,
+            durable,
+            now_ms,
+            decided: None,
+            out: Vec::new(),
+        };
+        let election = Election::start(&mut ctx, 0);
+        let peer = Peer {
+            ctx,
+            role: Role::Looking(election),
+        };
+        let mut peer = peer;
+        let out = std::mem::take(&mut peer.ctx.out);
+        (peer, out)
+    }
+
+    /// Feeds one input at time `now_ms` (never decreasing) and returns what to do.
+    pub fn step(&mut self, now_ms: u64, input: Input) -> Vec<Action> {
+        self.ctx.now_ms = self.ctx.now_ms.max(now_ms);
+        let next = match input {
+            Input::Message {
+                from,
+                msg: Message::Notification(n),
+            } => self.on_notification(from, n),
+            Input::Durable { zxid } => {
+                self.ctx.durable = self.ctx.durable.max(zxid.min(self.ctx.log.last()));
+                self.dispatch(input_durable)
+            }
+            Input::Propose { txn } => match &mut self.role {
+                Role::Leading(l) => {
+                    l.propose(&mut self.ctx, txn);
+                    Next::Stay
+                }
+                _ => {
+                    self.ctx.emit(Action::ProposeRefused);
+                    Next::Stay
+                }
+            },
+            other => {
+                let ctx = &mut self.ctx;
+                match &mut self.role {
+                    Role::Looking(e) => match other {
+                        Input::Tick => e.tick(ctx),
+                        Input::Message { from, .. } => {
+                            // Only a leader accepts quorum connections: refuse, and the
+                            // learner retries its connect.
+                            ctx.emit(Action::CloseConnection { peer: from });
+                            Next::Stay
+                        }
+                        _ => Next::Stay,
+                    },
+                    Role::Leading(l) => l.step(ctx, other),
+                    Role::Learning(l) => l.step(ctx, other),
+                }
+            }
+        };
+        self.transition(next);
+        std::mem::take(&mut self.ctx.out)
+    }
+
+    fn dispatch(&mut self, f: fn(&mut Ctx, &mut Role) -> Next) -> Next {
+        f(&mut self.ctx, &mut self.role)
+    }
+
+    fn on_notification(&mut self, from: Sid, n: Notification) -> Next {
+        match &mut self.role {
+            Role::Looking(e) => e.on_notification(&mut self.ctx, from, n),
+            _ => {
+                // Not LOOKING: a LOOKING peer (or any non-voter) learns who leads from
+                // our current vote and state (ZAB-WIRE.md §2 "You must reply").
+                let voter = self.ctx.config.quorum.is_participant(from);
+                if n.state == ServerState::Looking || !voter {
+                    if let Some((vote, round)) = self.ctx.decided.clone() {
+                        let state = self.server_state();
+                        let n = vote.notification(state, round);
+                        self.ctx.send(from, Message::Notification(n));
+                    }
+                }
+                Next::Stay
+            }
+        }
+    }
+
+    fn server_state(&self) -> ServerState {
+        match &self.role {
+            Role::Looking(_) => ServerState::Looking,
+            Role::Leading(_) => ServerState::Leading,
+            Role::Learning(_) if self.ctx.is_participant() => ServerState::Following,
+            Role::Learning(_) => ServerState::Observing,
+        }
+    }
+
+    fn transition(&mut self, mut next: Next) {
+        // Bounded: each hand-over either settles or goes to LOOKING, which settles.
+        for _ in 0..4 {
+            next = match next {
+                Next::Stay => return,
+                Next::Look => {
+                    self.close_role();
+                    self.ctx.emit(Action::RoleChanged(RoleChange::Looking));
+                    let round = match &self.role {
+                        Role::Looking(e) => e.round(),
+                        _ => self.ctx.decided.as_ref().map_or(0, |d| d.1),
+                    };
+                    self.ctx.decided = None;
+                    self.role = Role::Looking(Election::start(&mut self.ctx, round));
+                    Next::Stay
+                }
+                Next::Lead => {
+                    self.ctx.emit(Action::RoleChanged(RoleChange::Leading));
+                    let (leader, next) = Leader::start(&mut self.ctx);
+                    self.role = Role::Leading(Box::new(leader));
+                    next
+                }
+                Next::Learn(leader) => {
+                    let change = if self.ctx.is_participant() {
+                        RoleChange::Following { leader }
+                    } else {
+                        RoleChange::Observing { leader }
+                    };
+                    self.ctx.emit(Action::RoleChanged(change));
+                    self.role = Role::Learning(Learner::start(&mut self.ctx, leader));
+                    Next::Stay
+                }
+            };
+        }
+    }
+
+    fn close_role(&mut self) {
+        match &mut self.role {
+            Role::Looking(_) => {}
+            Role::Leading(l) => l.close(&mut self.ctx),
+            Role::Learning(l) => l.close(&mut self.ctx),
+        }
+    }
+
+    /// This member's sid.
+    pub fn sid(&self) -> Sid {
+        self.ctx.config.my_sid
+    }
+
+    /// The last logged zxid.
+    pub fn last_logged(&self) -> Zxid {
+        self.ctx.log.last()
+    }
+
+    /// The commit point.
+    pub fn committed(&self) -> Zxid {
+        self.ctx.log.committed()
+    }
+
+    /// acceptedEpoch and currentEpoch.
+    pub fn epochs(&self) -> (u32, u32) {
+        (self.ctx.accepted_epoch, self.ctx.current_epoch)
+    }
+
+    /// The state as a notification would report it.
+    pub fn state(&self) -> ServerState {
+        self.server_state()
+    }
+
+    /// The epoch this member leads with a quorum, if it is an established leader.
+    pub fn established_epoch(&self) -> Option<u32> {
+        match &self.role {
+            Role::Leading(l) => l.established_epoch(),
+            _ => None,
+        }
+    }
+}
+
+fn input_durable(ctx: &mut Ctx, role: &mut Role) -> Next {
+    match role {
+        Role::Looking(_) => Next::Stay,
+        Role::Leading(l) => l.on_durable(ctx),
+        Role::Learning(l) => l.on_durable(ctx),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Standalone is an ensemble of one: it elects itself after the finalize wait,
+    /// establishes its epoch alone and commits a txn once its own log has it durable.
+    #[test]
+    fn an_ensemble_of_one_leads_and_commits_on_its_own_durable_log() {
+        let config = Config::new(1, QuorumVerifier::new([1], []), 100, 10, 5);
+        let (mut peer, actions) = Peer::new(config, Recovered::default(), 0);
+        assert!(actions.is_empty(), "nobody to notify: {actions:?}");
+        assert!(
+            peer.step(100, Input::Tick).is_empty(),
+            "still in the finalize wait"
+        );
+        let actions = peer.step(200, Input::Tick);
+        assert!(
+            actions.contains(&Action::PersistAcceptedEpoch { epoch: 1 }),
+            "{actions:?}"
+        );
+        assert!(
+            actions.contains(&Action::PersistCurrentEpoch { epoch: 1 }),
+            "{actions:?}"
+        );
+        assert!(
+            actions.contains(&Action::RoleChanged(RoleChange::LeaderEstablished {
+                epoch: 1
+            }))
+        );
+        assert_eq!(peer.established_epoch(), Some(1));
+        let actions = peer.step(
+            201,
+            Input::Propose {
+                txn: Bytes::from_static(b"t"),
+            },
+        );
+        let z = zxid(1, 1);
+        assert_eq!(actions[0], Action::Proposed { zxid: z });
+        assert!(
+            !actions.iter().any(|a| matches!(a, Action::Commit { .. })),
+            "not durable yet"
+        );
+        let actions = peer.step(202, Input::Durable { zxid: z });
+        assert_eq!(actions, vec![Action::Commit { upto: z }]);
+        assert_eq!(peer.committed(), z);
+    }
+}
