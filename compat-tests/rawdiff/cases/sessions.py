@@ -195,7 +195,7 @@ def _(s):
     c.send(connect_request(),
            *[(i + 1, CREATE, create_body(s.p("/e%d" % i), flags=1)) for i in range(5)],
            (6, MULTI, multi_body([(CREATE, create_body(s.p("/m"), flags=1)),
-                                  (CREATE2, create_body(s.p("/q-"), flags=3))])),
+                                  (CREATE, create_body(s.p("/q-"), flags=3))])),
            (7, CLOSE_SESSION, b""))
     c.wait_closed()
     ctrl_check(s, "", "/e0", "/m")
