@@ -182,6 +182,7 @@ fn opcode_of(req: &Request) -> i32 {
         Request::SetData(_) => op::SET_DATA,
         Request::GetData(_) => op::GET_DATA,
         Request::GetChildren(_) => op::GET_CHILDREN,
+        Request::Delete(_) => op::DELETE,
         Request::Multi(_) => op::MULTI,
         Request::CloseSession => op::CLOSE_SESSION,
         Request::Ping => op::PING,
@@ -762,4 +763,62 @@ fn real_process_removes_a_stored_orphan_at_start_and_logs_it() {
         !keel.stderr().contains("removing ephemerals"),
         "the removal was logged"
     );
+}
+
+#[test]
+fn a_close_on_its_way_to_disk_frees_its_ephemerals_paths_for_later_requests() {
+    // ZooKeeper's prep records the closeSession's deletions as outstanding changes, so
+    // a request prepped after it sees the ephemerals gone (and their parent with fewer
+    // children), whether or not the close has applied yet.
+    let mut h = H::new();
+    h.session(1, 30000);
+    h.session(2, 30000);
+    h.request(1, 1, create("/p", 0));
+    h.request(1, 2, create("/p/e", EPHEMERAL));
+    h.request(1, 3, create("/e", EPHEMERAL));
+    h.durable_all();
+    h.take(1);
+    h.request(1, 4, Request::CloseSession);
+    h.request(2, 1, create("/e", 0));
+    h.request(
+        2,
+        2,
+        Request::Delete(DeleteRequest {
+            path: "/p/e".into(),
+            version: -1,
+        }),
+    );
+    h.request(
+        2,
+        3,
+        Request::Delete(DeleteRequest {
+            path: "/p".into(),
+            version: -1,
+        }),
+    );
+    h.durable_all();
+    assert_eq!(
+        h.take(2),
+        vec![
+            Got::Reply {
+                xid: 1,
+                zxid: 7,
+                err: 0
+            },
+            Got::Reply {
+                xid: 2,
+                zxid: 8,
+                err: -101
+            },
+            Got::Reply {
+                xid: 3,
+                zxid: 9,
+                err: 0
+            },
+        ]
+    );
+    let e = h.server.tree.get("/e").expect("created by session 2");
+    assert_eq!(e.stat().ephemeral_owner, 0);
+    assert!(h.server.tree.get("/p").is_none());
+    assert_eq!(h.ephemerals(), 0);
 }

@@ -546,9 +546,7 @@ impl Server {
             // ensemble to change) and RECONFIGDISABLED otherwise.
             Request::Reconfig(_) if self.settings.reconfig_enabled => Err(ErrorCode::Unimplemented),
             Request::Reconfig(_) => Err(ErrorCode::ReconfigDisabled),
-            Request::CloseSession => Ok(TxnOp::CloseSession {
-                ephemerals: self.session_ephemerals(session_id),
-            }),
+            Request::CloseSession => Ok(p.close_session(self.session_ephemerals(session_id))),
             _ => Err(ErrorCode::Unimplemented),
         };
         let changes = p.into_changes();
@@ -773,7 +771,18 @@ impl Server {
         for id in self.sessions.expire(self.now_ms) {
             tracing::info!(session = format!("0x{id:x}"), "session expired");
             let ephemerals = self.session_ephemerals(id);
-            self.propose(id, 0, TxnOp::CloseSession { ephemerals }, Origin::Server);
+            let no_ids: [Id; 0] = [];
+            let mut prep = Prep::new(
+                &self.tree,
+                &self.outstanding,
+                &self.settings.prep,
+                &no_ids,
+                id,
+            );
+            let op = prep.close_session(ephemerals);
+            let changes = prep.into_changes();
+            self.record_outstanding(changes);
+            self.propose(id, 0, op, Origin::Server);
         }
         if self.now_ms >= self.next_reap_ms {
             self.next_reap_ms = self.now_ms + self.settings.container_check_interval_ms as i64;
