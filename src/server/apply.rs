@@ -7,7 +7,7 @@ use super::txn::{Txn, TxnOp};
 use super::Server;
 use crate::proto::opcode::{self as op, event, state};
 use crate::proto::ErrorCode;
-use crate::tree::path;
+use crate::tree::{path, Owner};
 use crate::watch::{ConnId, Table};
 use bytes::Bytes;
 use jute::{
@@ -70,6 +70,15 @@ impl Server {
             return OpResult::Check;
         }
         let r = match o {
+            TxnOp::Create { path, owner, .. } if !self.owner_alive(*owner) => {
+                tracing::error!(
+                    zxid,
+                    path,
+                    session = format!("0x{owner:x}"),
+                    "create of an ephemeral whose session is closed refused"
+                );
+                Err(ErrorCode::SessionExpired)
+            }
             TxnOp::Create {
                 opcode,
                 path,
@@ -141,9 +150,31 @@ impl Server {
         })
     }
 
+    /// Whether a znode with this raw ephemeralOwner may be created: anything but an
+    /// ephemeral of a session that is not in the session table. Prep never proposes
+    /// such a create (a closing session's requests are dropped, and the closeSession
+    /// deletes the ephemerals proposed before it); this guards the tree against a log
+    /// that holds one anyway, as keel before issue 14 could write, so that no ephemeral
+    /// outlives its session (ZooKeeper's PrepRequestProcessor refuses a create of a
+    /// closing session with SESSIONEXPIRED).
+    fn owner_alive(&self, owner: i64) -> bool {
+        match Owner::from_raw(owner) {
+            Owner::Session(id) => self.sessions.get(id).is_some(),
+            Owner::None | Owner::Container | Owner::Ttl(_) => true,
+        }
+    }
+
     /// Applies one op during recovery, leniently (see `recovery`); no watches exist yet.
     fn replay_op(&mut self, o: &TxnOp, zxid: i64, time_ms: i64) {
         match o {
+            TxnOp::Create { path, owner, .. } if !self.owner_alive(*owner) => {
+                tracing::warn!(
+                    zxid,
+                    path,
+                    session = format!("0x{owner:x}"),
+                    "replayed create of an ephemeral whose session was closed skipped"
+                );
+            }
             TxnOp::Create {
                 path,
                 data,

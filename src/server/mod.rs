@@ -134,6 +134,10 @@ pub struct Conn {
     /// This connection's requests not yet answered, in arrival order: its proposed
     /// writes (by zxid) and the reads queued behind them.
     inflight: VecDeque<Queued>,
+    /// A closeSession from this connection was accepted: later requests are dropped.
+    /// Kept here as well as in the session table because a session whose createSession
+    /// is still on its way to disk is not in the table yet.
+    closing: bool,
 }
 
 /// An unanswered request of one connection.
@@ -317,6 +321,7 @@ impl Server {
                             ..ConnStats::default()
                         },
                         inflight: VecDeque::new(),
+                        closing: false,
                     },
                 );
             }
@@ -469,11 +474,25 @@ impl Server {
         // tracker yet; its requests queue behind the handshake.
         let creating = self.sessions.get(session_id).is_none()
             && c.inflight.iter().any(|q| matches!(q, Queued::Txn(_)));
-        if !creating && !self.sessions.touch(session_id, None, now) {
-            self.send(
-                conn,
-                reply::header_only(xid, self.last_zxid, ErrorCode::SessionExpired.code()),
+        let closing = c.closing || self.sessions.get(session_id).is_some_and(|s| s.closing);
+        if closing {
+            // Once a closeSession (the client's or an expiry's) is accepted, ZooKeeper
+            // drops the session's later requests unanswered (ZooKeeperServer.touch
+            // fails, "Dropping request"): nothing of them is prepped, so no ephemeral
+            // is created after the close (ZOOKEEPER-1208). The requests before the
+            // close are still answered in order; the connection closes when the
+            // closeSession applies.
+            tracing::debug!(
+                session = format!("0x{session_id:x}"),
+                xid,
+                op = op::short_name(opcode),
+                "request after the session's close dropped"
             );
+            return;
+        }
+        if !creating && !self.sessions.touch(session_id, None, now) {
+            // The session is gone (no closeSession of it is on its way): ZooKeeper
+            // drops the request; its connection was closed with the session.
             self.close(conn);
             return;
         }
@@ -527,9 +546,7 @@ impl Server {
             // ensemble to change) and RECONFIGDISABLED otherwise.
             Request::Reconfig(_) if self.settings.reconfig_enabled => Err(ErrorCode::Unimplemented),
             Request::Reconfig(_) => Err(ErrorCode::ReconfigDisabled),
-            Request::CloseSession => Ok(TxnOp::CloseSession {
-                ephemerals: self.session_ephemerals(session_id),
-            }),
+            Request::CloseSession => Ok(p.close_session(self.session_ephemerals(session_id))),
             _ => Err(ErrorCode::Unimplemented),
         };
         let changes = p.into_changes();
@@ -556,6 +573,9 @@ impl Server {
         let op = r.unwrap_or_else(TxnOp::Error);
         let origin = if matches!(op, TxnOp::CloseSession { .. }) {
             self.sessions.set_closing(session_id);
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.closing = true;
+            }
             Origin::Close { conn, xid }
         } else {
             Origin::Reply { conn, xid }
@@ -673,6 +693,12 @@ impl Server {
                     timeout_ms,
                     "session created"
                 );
+                // A closeSession sent right behind the ConnectRequest was accepted
+                // before the session was in the table: mark it closing now, so it
+                // neither expires nor takes requests before that close applies.
+                if self.conns.get(&conn).is_some_and(|c| c.closing) {
+                    self.sessions.set_closing(txn.session_id);
+                }
                 self.connect_response(conn, txn.session_id, timeout_ms);
                 Some(conn)
             }
@@ -745,7 +771,18 @@ impl Server {
         for id in self.sessions.expire(self.now_ms) {
             tracing::info!(session = format!("0x{id:x}"), "session expired");
             let ephemerals = self.session_ephemerals(id);
-            self.propose(id, 0, TxnOp::CloseSession { ephemerals }, Origin::Server);
+            let no_ids: [Id; 0] = [];
+            let mut prep = Prep::new(
+                &self.tree,
+                &self.outstanding,
+                &self.settings.prep,
+                &no_ids,
+                id,
+            );
+            let op = prep.close_session(ephemerals);
+            let changes = prep.into_changes();
+            self.record_outstanding(changes);
+            self.propose(id, 0, op, Origin::Server);
         }
         if self.now_ms >= self.next_reap_ms {
             self.next_reap_ms = self.now_ms + self.settings.container_check_interval_ms as i64;

@@ -238,6 +238,23 @@ impl<'a> Prep<'a> {
         })
     }
 
+    /// Preps a closeSession that deletes `ephemerals` (the session's, as they will be
+    /// once every proposed txn applies): records each as deleted and its parent with
+    /// one child fewer, without ACL or version checks, as ZooKeeper's
+    /// PrepRequestProcessor adds a change record per ephemeral. Requests prepped after
+    /// the close then see them gone before the close applies.
+    pub fn close_session(&mut self, ephemerals: Vec<String>) -> TxnOp {
+        for p in &ephemerals {
+            let (parent_path, _) = path::split(p);
+            if let Some(mut parent) = self.view(parent_path) {
+                parent.num_children -= 1;
+                self.overlay.insert(parent_path.to_string(), Some(parent));
+            }
+            self.overlay.insert(p.clone(), None);
+        }
+        TxnOp::CloseSession { ephemerals }
+    }
+
     /// Preps one delete.
     pub fn delete(&mut self, p: &str, version: i32) -> Result<TxnOp, ErrorCode> {
         if p.rfind('/').is_none() || p.contains('\0') || is_special(p) {

@@ -7,8 +7,8 @@
 //! replaying txns the snapshot already reflects converges on the same state, as with
 //! ZooKeeper's fuzzy snapshots.
 
-use super::txn::Txn;
-use super::{Server, Settings};
+use super::txn::{Txn, TxnOp};
+use super::{Server, Settings, StorageOp};
 use crate::session::SessionTracker;
 use crate::storage::{Storage, StorageError};
 use crate::tree::{snapshot as tree_snapshot, DataTree};
@@ -152,6 +152,7 @@ impl Server {
         })?;
         server.replaying = false;
         server.proposed_zxid = server.last_zxid;
+        server.remove_orphan_ephemerals(now_ms);
         let ids: Vec<i64> = server.sessions.iter().map(|s| s.id).collect();
         for id in ids {
             server.sessions.touch(id, None, now_ms);
@@ -159,5 +160,44 @@ impl Server {
         stats.znodes = server.tree.node_count();
         stats.sessions = server.sessions.len();
         Ok((server, stats))
+    }
+
+    /// Removes every ephemeral whose owner session is not in the session table, as
+    /// ZooKeeper does when it loads its database (ZooKeeperServer.loadData kills the
+    /// sessions that own ephemerals but have no timeout). Such a store comes from keel
+    /// before issue 14, which could apply a create behind its session's close. The
+    /// removal is a closeSession txn per dead session, applied at once and queued for
+    /// the log, so the next start replays it (if it is lost, that start finds the same
+    /// orphans and removes them again).
+    fn remove_orphan_ephemerals(&mut self, now_ms: i64) {
+        let mut dead: Vec<(i64, Vec<String>)> = self
+            .tree
+            .all_ephemerals()
+            .iter()
+            .filter(|(id, paths)| self.sessions.get(**id).is_none() && !paths.is_empty())
+            .map(|(id, paths)| (*id, paths.iter().cloned().collect()))
+            .collect();
+        dead.sort_unstable();
+        for (session_id, ephemerals) in dead {
+            tracing::warn!(
+                session = format!("0x{session_id:x}"),
+                count = ephemerals.len(),
+                paths = ?ephemerals,
+                "removing ephemerals whose session no longer exists"
+            );
+            self.last_zxid += 1;
+            self.proposed_zxid = self.last_zxid;
+            let txn = Txn {
+                zxid: self.last_zxid,
+                time_ms: now_ms,
+                session_id,
+                cxid: 0,
+                op: TxnOp::CloseSession { ephemerals },
+            };
+            self.apply(&txn);
+            if self.settings.durable {
+                self.storage_ops.push(StorageOp::Append(txn));
+            }
+        }
     }
 }

@@ -143,7 +143,8 @@ fn open_acl() -> Vec<Acl> {
     }]
 }
 
-fn frame(header: Option<&RequestHeader>, body: &dyn Fn(&mut BytesMut)) -> Vec<u8> {
+/// One framed packet: the optional request header, then what `body` writes.
+pub fn frame(header: Option<&RequestHeader>, body: &dyn Fn(&mut BytesMut)) -> Vec<u8> {
     let mut payload = BytesMut::new();
     if let Some(h) = header {
         h.encode(&mut payload);
@@ -155,7 +156,20 @@ fn frame(header: Option<&RequestHeader>, body: &dyn Fn(&mut BytesMut)) -> Vec<u8
     out
 }
 
-fn read_frame(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+/// A ConnectRequest for session `session_id` (0: a new one) with nothing seen yet.
+pub fn connect_request(session_id: i64, passwd: Bytes, timeout_ms: i32) -> ConnectRequest {
+    ConnectRequest {
+        protocol_version: 0,
+        last_zxid_seen: 0,
+        time_out_ms: timeout_ms,
+        session_id,
+        passwd,
+        read_only: false,
+    }
+}
+
+/// Reads one frame's payload (without its length).
+pub fn read_frame(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
     let mut len = [0u8; 4];
     s.read_exact(&mut len)?;
     let len = i32::from_be_bytes(len);
@@ -205,14 +219,7 @@ impl Client {
         let mut stream = TcpStream::connect(("127.0.0.1", port)).map_err(lost)?;
         stream.set_read_timeout(Some(READ_TIMEOUT)).map_err(lost)?;
         stream.set_nodelay(true).map_err(lost)?;
-        let req = ConnectRequest {
-            protocol_version: 0,
-            last_zxid_seen: 0,
-            time_out_ms: timeout_ms,
-            session_id,
-            passwd,
-            read_only: false,
-        };
+        let req = connect_request(session_id, passwd, timeout_ms);
         stream
             .write_all(&frame(None, &|b| req.encode(b)))
             .map_err(lost)?;
