@@ -123,16 +123,23 @@ impl Harness {
         );
     }
 
+    /// A create as the Java client sends it with a Stat: createContainer for the
+    /// CONTAINER mode (the opcode makes the container), create2 otherwise.
     fn create(&mut self, conn: u64, xid: i32, path: &str, flags: i32) -> Vec<Got> {
+        let opcode = if flags == 4 {
+            op::CREATE_CONTAINER
+        } else {
+            op::CREATE2
+        };
         let req = Request::Create(CreateOp {
-            opcode: op::CREATE2,
+            opcode,
             path: path.into(),
             data: Some(Bytes::from_static(b"d")),
             acl: keel::tree::acl::open_acl(),
             flags,
-            ttl_ms: 0,
+            ttl_ms: None,
         });
-        self.request(conn, xid, op::CREATE2, req);
+        self.request(conn, xid, opcode, req);
         self.out(conn)
     }
 }
@@ -446,7 +453,7 @@ fn acl_and_digest_auth() {
         data: None,
         acl: auth_acl,
         flags: 0,
-        ttl_ms: 0,
+        ttl_ms: None,
     });
     h.request(1, 1, op::CREATE, req);
     assert!(matches!(h.out(1)[0], Got::Reply { err: 0, .. }));
@@ -509,7 +516,7 @@ fn multi_is_atomic_with_zookeeper_error_codes() {
             data: None,
             acl: keel::tree::acl::open_acl(),
             flags: 0,
-            ttl_ms: 0,
+            ttl_ms: None,
         })
     };
     h.request(
@@ -568,7 +575,7 @@ fn containers_and_ttl_nodes_are_reaped() {
         data: None,
         acl: keel::tree::acl::open_acl(),
         flags: 5,
-        ttl_ms: 500,
+        ttl_ms: Some(500),
     });
     h.request(1, 4, op::CREATE_TTL, req);
     h.out(1);
@@ -666,7 +673,7 @@ fn durable_writes_wait_for_storage_and_reads_wait_behind_writes() {
             data: None,
             acl: keel::tree::acl::open_acl(),
             flags: 0,
-            ttl_ms: 0,
+            ttl_ms: None,
         })
     };
     h.request(1, 1, op::CREATE, create("/d"));
@@ -758,7 +765,7 @@ fn failed_multi_leaves_no_outstanding_changes() {
             data: None,
             acl: keel::tree::acl::open_acl(),
             flags: 0,
-            ttl_ms: 0,
+            ttl_ms: None,
         })
     };
     h.request(
@@ -778,7 +785,7 @@ fn failed_multi_leaves_no_outstanding_changes() {
             data: None,
             acl: keel::tree::acl::open_acl(),
             flags: 0,
-            ttl_ms: 0,
+            ttl_ms: None,
         }),
     );
     h.server.handle(h.now, Input::Durable { zxid: 3 });
@@ -871,7 +878,7 @@ fn x509_acl_matches_the_certificate_subject() {
         data: Some(Bytes::from_static(b"secret")),
         acl: acl.clone(),
         flags: 0,
-        ttl_ms: 0,
+        ttl_ms: None,
     });
     h.request(1, 1, op::CREATE, req);
     assert!(matches!(h.out(1).as_slice(), [Got::Reply { err: 0, .. }]));
@@ -928,4 +935,608 @@ fn x509_acl_matches_the_certificate_subject() {
         ],
     );
     assert_eq!(get_data_err(&mut h, 5, 1, "/x"), 0);
+}
+
+// ---- Issue 14: watch ACLs, multiRead, create modes, sequential names, watch args.
+
+/// A request as a client sends it: the body a record encodes, decoded by keel's
+/// decoder (so these tests check the decoding too).
+fn send_raw(h: &mut Harness, conn: u64, xid: i32, opcode: i32, body: &[u8]) {
+    let req = Request::decode(opcode, body).expect("decodable request");
+    h.request(conn, xid, opcode, req);
+}
+
+fn send(h: &mut Harness, conn: u64, xid: i32, opcode: i32, record: &impl Record) {
+    let mut b = BytesMut::new();
+    record.encode(&mut b);
+    send_raw(h, conn, xid, opcode, &b);
+}
+
+fn create_req(path: &str, acl: Vec<Acl>, flags: i32) -> CreateRequest {
+    CreateRequest {
+        path: path.into(),
+        data: None,
+        acl,
+        flags,
+    }
+}
+
+/// Writes one op's record into a multi body.
+type OpWriter<'a> = &'a dyn Fn(&mut BytesMut);
+
+/// A multi or multiRead body: each op with its header, then the end header.
+fn multi_body(ops: &[(i32, OpWriter<'_>)]) -> BytesMut {
+    let mut b = BytesMut::new();
+    for (op_type, body) in ops {
+        MultiHeader {
+            op_type: *op_type,
+            done: false,
+            err: -1,
+        }
+        .encode(&mut b);
+        body(&mut b);
+    }
+    MultiHeader {
+        op_type: -1,
+        done: true,
+        err: -1,
+    }
+    .encode(&mut b);
+    b
+}
+
+fn errs(got: &[Got]) -> Vec<i32> {
+    got.iter()
+        .filter_map(|g| match g {
+            Got::Reply { err, .. } => Some(*err),
+            _ => None,
+        })
+        .collect()
+}
+
+fn events(got: &[(u64, Got)], conn: u64) -> Vec<(i32, String)> {
+    got.iter()
+        .filter_map(|(c, g)| match g {
+            Got::Event { event_type, path } if *c == conn => Some((*event_type, path.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The result headers (type, err) of a multi reply body.
+fn multi_types(body: &[u8]) -> Vec<(i32, i32)> {
+    let mut d = Decoder::new(body);
+    let mut out = Vec::new();
+    loop {
+        let h = MultiHeader::decode(&mut d).unwrap();
+        if h.done {
+            return out;
+        }
+        out.push((h.op_type, h.err));
+        match h.op_type {
+            1 => {
+                String::decode(&mut d).unwrap();
+            }
+            15 => {
+                Create2Response::decode(&mut d).unwrap();
+            }
+            5 => {
+                Stat::decode(&mut d).unwrap();
+            }
+            4 => {
+                GetDataResponse::decode(&mut d).unwrap();
+            }
+            8 => {
+                GetChildrenResponse::decode(&mut d).unwrap();
+            }
+            -1 => {
+                ErrorResponse::decode(&mut d).unwrap();
+            }
+            _ => {}
+        }
+    }
+}
+
+fn owner_acl() -> Vec<Acl> {
+    vec![Acl {
+        perms: 31,
+        id: Id {
+            scheme: "digest".into(),
+            id: keel::tree::acl::digest_id("owner:pw"),
+        },
+    }]
+}
+
+/// CVE-2024-23944: every watch event is checked for READ on the changed znode (the
+/// created, deleted or changed one; the parent for NodeChildrenChanged) against the
+/// watcher connection's identities, as ZooKeeper's ServerCnxn.process does.
+#[test]
+fn watch_events_need_read_on_the_changed_znode() {
+    let mut h = Harness::new();
+    h.connect(1, 30000);
+    let open = keel::tree::acl::open_acl;
+    send(
+        &mut h,
+        1,
+        -4,
+        op::AUTH,
+        &AuthPacket {
+            auth_type: 0,
+            scheme: "digest".into(),
+            auth: Bytes::from_static(b"owner:pw"),
+        },
+    );
+    send(&mut h, 1, 1, op::CREATE, &create_req("/p", open(), 0));
+    send(&mut h, 1, 2, op::CREATE, &create_req("/p/n", open(), 0));
+    send(&mut h, 1, 3, op::CREATE, &create_req("/p/open", open(), 0));
+    assert_eq!(errs(&h.out(1)), [0, 0, 0, 0]);
+    // The watcher has only its ip identity.
+    h.connect(2, 30000);
+    let watch = |path: &str| PathWatchRequest {
+        path: path.into(),
+        watch: true,
+    };
+    send(&mut h, 2, 1, op::GET_DATA, &watch("/p/n"));
+    send(&mut h, 2, 2, op::GET_DATA, &watch("/p/open"));
+    send(&mut h, 2, 3, op::GET_CHILDREN, &watch("/p"));
+    send(
+        &mut h,
+        2,
+        4,
+        op::ADD_WATCH,
+        &AddWatchRequest {
+            path: "/p".into(),
+            mode: 1,
+        },
+    );
+    assert_eq!(errs(&h.out(2)), [0, 0, 0, 0]);
+    // /p/n becomes unreadable for the watcher; setACL fires nothing.
+    send(
+        &mut h,
+        1,
+        4,
+        op::SET_ACL,
+        &SetAclRequest {
+            path: "/p/n".into(),
+            acl: owner_acl(),
+            version: -1,
+        },
+    );
+    send(
+        &mut h,
+        1,
+        5,
+        op::SET_DATA,
+        &SetDataRequest {
+            path: "/p/n".into(),
+            data: Some(Bytes::from_static(b"x")),
+            version: -1,
+        },
+    );
+    send(
+        &mut h,
+        1,
+        6,
+        op::SET_DATA,
+        &SetDataRequest {
+            path: "/p/open".into(),
+            data: Some(Bytes::from_static(b"x")),
+            version: -1,
+        },
+    );
+    // A child nobody else may read: NodeCreated is filtered, but the parent's
+    // NodeChildrenChanged is checked against the parent (world) and delivered.
+    send(
+        &mut h,
+        1,
+        7,
+        op::CREATE,
+        &create_req("/p/hidden", owner_acl(), 0),
+    );
+    send(
+        &mut h,
+        1,
+        8,
+        op::DELETE,
+        &DeleteRequest {
+            path: "/p/n".into(),
+            version: -1,
+        },
+    );
+    let got = h.all_out();
+    assert_eq!(
+        events(&got, 2),
+        [(3, "/p/open".to_string()), (4, "/p".to_string())],
+        "the recursive and data watches say nothing of /p/n or /p/hidden; {got:?}"
+    );
+    // The filtered one-shot data watch on /p/n was consumed, as in ZooKeeper.
+    assert!(!h
+        .server
+        .watches
+        .contains(keel::watch::Table::Data, "/p/n", 2, keel::watch::STANDARD));
+    // An ephemeral of a closing session: its NodeDeleted is checked against its ACL.
+    h.connect(3, 30000);
+    send(
+        &mut h,
+        3,
+        -4,
+        op::AUTH,
+        &AuthPacket {
+            auth_type: 0,
+            scheme: "digest".into(),
+            auth: Bytes::from_static(b"owner:pw"),
+        },
+    );
+    send(
+        &mut h,
+        3,
+        1,
+        op::CREATE,
+        &create_req("/p/e1", owner_acl(), 1),
+    );
+    send(&mut h, 3, 2, op::CREATE, &create_req("/p/e2", open(), 1));
+    h.all_out();
+    h.request(3, 3, op::CLOSE_SESSION, Request::CloseSession);
+    let got = h.all_out();
+    assert_eq!(
+        events(&got, 2),
+        [(2, "/p/e2".to_string())],
+        "only the readable ephemeral's deletion reaches the recursive watcher; {got:?}"
+    );
+}
+
+/// The Java client's multiRead sub-ops carry the watch byte (GetChildrenRequest,
+/// GetDataRequest); every op is answered, errors inside as error results.
+#[test]
+fn multi_read_reads_java_client_sub_ops() {
+    let mut h = Harness::new();
+    h.connect(1, 30000);
+    h.create(1, 1, "/a", 0);
+    let read = |p: &'static str| {
+        move |b: &mut BytesMut| {
+            PathWatchRequest {
+                path: p.into(),
+                watch: false,
+            }
+            .encode(b)
+        }
+    };
+    let (r1, r2, r3, r4) = (read("/"), read("/a"), read("/missing"), read("/a"));
+    let body = multi_body(&[(8, &r1), (4, &r2), (4, &r3), (8, &r4)]);
+    send_raw(&mut h, 1, 2, op::MULTI_READ, &body);
+    let got = h.out(1);
+    let Got::Reply { err: 0, body, .. } = &got[0] else {
+        panic!("{got:?}")
+    };
+    assert_eq!(multi_types(body), [(8, 0), (4, 0), (-1, -101), (8, 0)]);
+    // Writes read as a multiRead: MARSHALLINGERROR with the empty result list.
+    let c = |b: &mut BytesMut| create_req("/w", keel::tree::acl::open_acl(), 0).encode(b);
+    send_raw(&mut h, 1, 3, op::MULTI_READ, &multi_body(&[(1, &c)]));
+    // Mixed kinds, and sub-ops without the watch byte: MARSHALLINGERROR alone.
+    send_raw(
+        &mut h,
+        1,
+        4,
+        op::MULTI_READ,
+        &multi_body(&[(4, &r2), (1, &c)]),
+    );
+    let short = |b: &mut BytesMut| "/a".to_string().encode(b);
+    send_raw(&mut h, 1, 5, op::MULTI_READ, &multi_body(&[(4, &short)]));
+    let got = h.out(1);
+    assert_eq!(errs(&got), [-5, -5, -5], "{got:?}");
+    let Got::Reply { body, .. } = &got[0] else {
+        unreachable!()
+    };
+    assert_eq!(multi_types(body), []);
+    assert_eq!(body.len(), 9, "the end of an empty result list");
+    let Got::Reply { body, .. } = &got[1] else {
+        unreachable!()
+    };
+    assert!(body.is_empty());
+    assert!(h.server.tree.get("/w").is_none());
+}
+
+/// Inside a multi, ZooKeeper takes the create opcode from the flags, and its result
+/// types are create (1, path only) and create2 (15): never 19 or 21. A TTL mode sent
+/// as a plain create record fails the whole multi with MARSHALLINGERROR.
+#[test]
+fn multi_create_results_and_node_types_follow_the_flags() {
+    let mut h = Harness::new();
+    let (sid, _) = h.connect(1, 30000);
+    let open = keel::tree::acl::open_acl;
+    let c = |p: &'static str, flags: i32| {
+        move |b: &mut BytesMut| create_req(p, open(), flags).encode(b)
+    };
+    let ttl = |b: &mut BytesMut| {
+        CreateTtlRequest {
+            path: "/ttl".into(),
+            data: None,
+            acl: open(),
+            flags: 5,
+            ttl_ms: 60_000,
+        }
+        .encode(b)
+    };
+    let (a, b2, cont, eph) = (c("/plain", 0), c("/c2", 0), c("/cont", 4), c("/eph", 1));
+    let body = multi_body(&[(1, &a), (15, &b2), (19, &cont), (21, &ttl), (19, &eph)]);
+    send_raw(&mut h, 1, 1, op::MULTI, &body);
+    let got = h.out(1);
+    let Got::Reply { err: 0, body, .. } = &got[0] else {
+        panic!("{got:?}")
+    };
+    assert_eq!(
+        multi_types(body),
+        [(1, 0), (1, 0), (15, 0), (15, 0), (1, 0)]
+    );
+    let owner = |h: &Harness, p: &str| h.server.tree.get(p).unwrap().owner();
+    use keel::tree::Owner;
+    assert_eq!(owner(&h, "/cont"), Owner::Container);
+    assert!(matches!(owner(&h, "/ttl"), Owner::Ttl(60_000)));
+    assert_eq!(
+        owner(&h, "/eph"),
+        Owner::Session(sid),
+        "createContainer flags 1 in a multi"
+    );
+    let (fine, bad) = (c("/fine", 0), c("/ttl_as_create", 5));
+    let before = h.server.last_zxid;
+    send_raw(
+        &mut h,
+        1,
+        2,
+        op::MULTI,
+        &multi_body(&[(1, &fine), (1, &bad)]),
+    );
+    let got = h.out(1);
+    assert!(
+        matches!(&got[0], Got::Reply { err: -5, body, .. } if body.is_empty()),
+        "{got:?}"
+    );
+    assert_eq!(h.server.last_zxid, before + 1, "it took a zxid");
+    assert!(h.server.tree.get("/ttl_as_create").is_none());
+    assert!(h.server.tree.get("/fine").is_none());
+}
+
+/// A single request takes the node type from its opcode: createContainer with any
+/// non-TTL flags makes a container, create/create2 with the CONTAINER flag a
+/// persistent znode.
+#[test]
+fn single_create_node_type_comes_from_the_opcode() {
+    use keel::tree::Owner;
+    let mut h = Harness::new();
+    let (sid, _) = h.connect(1, 30000);
+    let open = keel::tree::acl::open_acl;
+    send(
+        &mut h,
+        1,
+        1,
+        op::CREATE_CONTAINER,
+        &create_req("/c1", open(), 1),
+    );
+    send(
+        &mut h,
+        1,
+        2,
+        op::CREATE_CONTAINER,
+        &create_req("/c0", open(), 0),
+    );
+    send(&mut h, 1, 3, op::CREATE, &create_req("/p4", open(), 4));
+    send(&mut h, 1, 4, op::CREATE2, &create_req("/q4", open(), 4));
+    send(&mut h, 1, 5, op::CREATE2, &create_req("/e", open(), 1));
+    send(
+        &mut h,
+        1,
+        6,
+        op::CREATE_CONTAINER,
+        &create_req("/t", open(), 5),
+    );
+    assert_eq!(errs(&h.out(1)), [0, 0, 0, 0, 0, -8]);
+    let owner = |h: &Harness, p: &str| h.server.tree.get(p).unwrap().owner();
+    assert_eq!(owner(&h, "/c1"), Owner::Container);
+    assert_eq!(owner(&h, "/c0"), Owner::Container);
+    assert_eq!(owner(&h, "/p4"), Owner::None);
+    assert_eq!(owner(&h, "/q4"), Owner::None);
+    assert_eq!(owner(&h, "/e"), Owner::Session(sid));
+    // createTTL with a mode without a TTL and a negative TTL: ZooKeeper halts on it;
+    // keel refuses it.
+    for flags in 0..5 {
+        send(
+            &mut h,
+            1,
+            7,
+            op::CREATE_TTL,
+            &CreateTtlRequest {
+                path: format!("/n{flags}"),
+                data: None,
+                acl: open(),
+                flags,
+                ttl_ms: -1,
+            },
+        );
+    }
+    assert_eq!(errs(&h.out(1)), [-8; 5]);
+}
+
+/// The sequential suffix is the parent's stored child-create count. At i32::MAX it
+/// names ...2147483647 and stays there (the wrapped count is not larger, so the parent
+/// keeps its count and pzxid), so the next sequential create is NODEEXISTS; inside one
+/// multi the second create sees the wrapped count. Measured on ZooKeeper 3.8.0 with a
+/// txn log whose create carried parentCVersion 2147483645 (issue 14 report).
+#[test]
+fn sequential_names_stop_at_int_max() {
+    let mut h = Harness::new();
+    h.connect(1, 30000);
+    let open = keel::tree::acl::open_acl;
+    send(&mut h, 1, 1, op::CREATE, &create_req("/q", open(), 0));
+    h.out(1);
+    let zxid = h.server.last_zxid;
+    h.server
+        .tree
+        .create(
+            "/q/x",
+            None,
+            &std::sync::Arc::new(open()),
+            0,
+            i32::MAX - 2,
+            zxid,
+            T0,
+        )
+        .unwrap();
+    h.server.tree.delete("/q/x", zxid).unwrap();
+    for xid in 2..6 {
+        send(&mut h, 1, xid, op::CREATE, &create_req("/q/s-", open(), 2));
+    }
+    let got = h.out(1);
+    let paths: Vec<String> = got
+        .iter()
+        .map(|g| match g {
+            Got::Reply { err: 0, body, .. } => decode_all::<CreateResponse>(body).unwrap().path,
+            Got::Reply { err, .. } => err.to_string(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "/q/s-2147483645",
+            "/q/s-2147483646",
+            "/q/s-2147483647",
+            "-110"
+        ]
+    );
+    let q = h.server.tree.get("/q").unwrap();
+    assert_eq!(q.child_creates(), i32::MAX);
+    assert_eq!(
+        q.stat().pzxid,
+        4,
+        "the create that named ...2147483647 left pzxid"
+    );
+    send(
+        &mut h,
+        1,
+        6,
+        op::DELETE,
+        &DeleteRequest {
+            path: "/q/s-2147483647".into(),
+            version: -1,
+        },
+    );
+    let delete_zxid = h.server.last_zxid;
+    let m = |b: &mut BytesMut| create_req("/q/m-", open(), 2).encode(b);
+    send_raw(&mut h, 1, 7, op::MULTI, &multi_body(&[(1, &m), (1, &m)]));
+    let got = h.out(1);
+    assert_eq!(errs(&got), [0, 0]);
+    assert!(h.server.tree.get("/q/m-2147483647").is_some());
+    assert!(h.server.tree.get("/q/m--2147483648").is_some());
+    let q = h.server.tree.get("/q").unwrap();
+    assert_eq!(q.child_creates(), i32::MAX, "the count never wraps");
+    assert_eq!(q.stat().pzxid, delete_zxid, "only the delete moved pzxid");
+}
+
+/// checkWatches/removeWatches know the watcher types 1..3 of ZooKeeper 3.8 and addWatch
+/// the modes 0 and 1; anything else is MARSHALLINGERROR. A recursive watch answers a
+/// Children check, as 3.8 keeps it in both tables.
+#[test]
+fn watch_argument_checks() {
+    let mut h = Harness::new();
+    h.connect(1, 30000);
+    h.create(1, 1, "/w", 0);
+    send(
+        &mut h,
+        1,
+        2,
+        op::ADD_WATCH,
+        &AddWatchRequest {
+            path: "/w".into(),
+            mode: 1,
+        },
+    );
+    for mode in [-1, 2, 3] {
+        send(
+            &mut h,
+            1,
+            3,
+            op::ADD_WATCH,
+            &AddWatchRequest {
+                path: "/w".into(),
+                mode,
+            },
+        );
+    }
+    assert_eq!(errs(&h.out(1)), [0, -5, -5, -5]);
+    let mut codes = Vec::new();
+    for t in [-1, 0, 1, 2, 3, 4, 5, 100] {
+        send(
+            &mut h,
+            1,
+            4,
+            op::CHECK_WATCHES,
+            &WatchesRequest {
+                path: "/w".into(),
+                watcher_type: t,
+            },
+        );
+        codes.extend(errs(&h.out(1)));
+    }
+    assert_eq!(codes, [-5, -5, 0, 0, 0, -5, -5, -5]);
+    // Removing the Children part leaves the recursive watch's data part.
+    send(
+        &mut h,
+        1,
+        5,
+        op::REMOVE_WATCHES,
+        &WatchesRequest {
+            path: "/w".into(),
+            watcher_type: 1,
+        },
+    );
+    send(
+        &mut h,
+        1,
+        6,
+        op::CHECK_WATCHES,
+        &WatchesRequest {
+            path: "/w".into(),
+            watcher_type: 1,
+        },
+    );
+    send(
+        &mut h,
+        1,
+        7,
+        op::CHECK_WATCHES,
+        &WatchesRequest {
+            path: "/w".into(),
+            watcher_type: 2,
+        },
+    );
+    assert_eq!(errs(&h.out(1)), [0, -121, 0]);
+}
+
+/// A client's deleteContainer is always BADARGUMENTS with a zxid used: ZooKeeper reads
+/// its path from the raw request bytes, header included, whose opcode has NUL bytes.
+#[test]
+fn client_delete_container_is_badarguments() {
+    let mut h = Harness::new();
+    h.connect(1, 30000);
+    h.create(1, 1, "/c", 4);
+    h.create(1, 2, "/p", 0);
+    h.create(1, 3, "/full", 0);
+    h.create(1, 4, "/full/k", 0);
+    for (xid, p) in [(5, "/c"), (6, "/p"), (7, "/full"), (8, "/missing")] {
+        send(
+            &mut h,
+            1,
+            xid,
+            op::DELETE_CONTAINER,
+            &PathRequest { path: p.into() },
+        );
+        send_raw(&mut h, 1, xid, op::DELETE_CONTAINER, p.as_bytes());
+    }
+    let before = h.server.last_zxid;
+    assert_eq!(errs(&h.out(1)), [-8; 8]);
+    assert_eq!(
+        before, 13,
+        "each took a zxid (after the session and four creates)"
+    );
+    assert!(h.server.tree.get("/c").is_some());
 }

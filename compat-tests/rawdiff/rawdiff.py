@@ -165,7 +165,7 @@ def main():
             print("        " + line)
     total = same + differ + known_n
     print(f"rawdiff[{args.group}]: {total} cases, {same} same, {differ} differ, {known_n} known")
-    return 1 if differ or total == 0 else 0
+    return 1 if differ or (total == 0 and not args.k) else 0
 
 
 if __name__ == "__main__":

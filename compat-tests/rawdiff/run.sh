@@ -14,6 +14,7 @@ mkdir -p "$WORK"
 # group name | extra zoo.cfg lines (\n-separated)
 GROUPS_CFG=(
   "default|extendedTypesEnabled=true"
+  "reap|extendedTypesEnabled=true\nznode.container.checkIntervalMs=200"
 )
 
 cleanup() { for g in "${GROUPS_CFG[@]}"; do n=${g%%|*}; stop_server "$WORK/$n-zk"; stop_server "$WORK/$n-keel"; done; }
@@ -23,7 +24,9 @@ rc=0; port=${RAWDIFF_PORT_BASE:-2400}
 for g in "${GROUPS_CFG[@]}"; do
   name=${g%%|*}; cfg=$(printf '%b' "${g#*|}")
   zk_port=$port; keel_port=$((port + 1)); port=$((port + 2))
-  start_server zk "$WORK/$name-zk" $zk_port "$cfg" || { cat "$WORK/$name-zk/log" >&2; exit 1; }
+  # ZooKeeper reads znode.container.checkIntervalMs only as a JVM property.
+  jvm=$(printf '%s\n' "$cfg" | sed -n 's/^\(znode\.container\.checkIntervalMs=.*\)$/-D\1/p')
+  ZK_JVMFLAGS="${ZK_JVMFLAGS:-} $jvm" start_server zk "$WORK/$name-zk" $zk_port "$cfg" || { cat "$WORK/$name-zk/log" >&2; exit 1; }
   start_server keel "$WORK/$name-keel" $keel_port "$cfg" || { cat "$WORK/$name-keel/log" >&2; exit 1; }
   python3 "$HERE/rawdiff.py" --zk 127.0.0.1:$zk_port --keel 127.0.0.1:$keel_port --group "$name" "$@" || rc=1
   stop_server "$WORK/$name-zk"; stop_server "$WORK/$name-keel"

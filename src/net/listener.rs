@@ -9,13 +9,12 @@ use crate::admin::{fourlw, snapshot};
 use crate::config::Config;
 use crate::net::busy_poll::BusyPoll;
 use crate::net::{persist, tls};
-use crate::proto::opcode as op;
 use crate::proto::Request;
 use crate::server::{Input, Outbound, Server, StorageOp};
 use crate::storage::rocks::RocksStorage;
 use crate::storage::{Storage, StorageError};
 use bytes::{Buf, BytesMut};
-use jute::{ConnectRequest, Decoder, Id, PathRequest, Record, RequestHeader};
+use jute::{ConnectRequest, Decoder, Id, Record, RequestHeader};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -623,14 +622,8 @@ fn decode_request(packet: &[u8]) -> std::io::Result<(i32, i32, Request)> {
     let mut d = Decoder::new(packet);
     let header = RequestHeader::decode(&mut d).map_err(bad_input)?;
     let body = d.remaining();
-    let req = if header.op_type == op::DELETE_CONTAINER {
-        // ZooKeeper reads a deleteContainer body as the bare path bytes.
-        Request::DeleteContainer(PathRequest {
-            path: String::from_utf8_lossy(body).into_owned(),
-        })
-    } else {
-        Request::decode(header.op_type, body).map_err(bad_input)?
-    };
+    // deleteContainer's body is read as ZooKeeper reads it, in Request::decode.
+    let req = Request::decode(header.op_type, body).map_err(bad_input)?;
     Ok((header.xid, header.op_type, req))
 }
 

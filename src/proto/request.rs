@@ -62,7 +62,9 @@ impl CreateMode {
 /// Any of create (1), create2 (15), createContainer (19), createTTL (21).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreateOp {
-    /// Which create opcode this came as: it decides the reply record.
+    /// The create opcode as ZooKeeper sees it; it decides the node type and the reply
+    /// record. A request's own opcode; inside a multi the one ZooKeeper's Op.create
+    /// derives from the flags (see [`CreateOp::in_multi`]).
     pub opcode: i32,
     pub path: String,
     /// `None` = null data, kept apart from empty as ZooKeeper does.
@@ -70,8 +72,9 @@ pub struct CreateOp {
     pub acl: Vec<Acl>,
     /// Raw create flags; validated by the server (an unknown value is BADARGUMENTS).
     pub flags: i32,
-    /// Time to live in ms for TTL modes, else 0.
-    pub ttl_ms: i64,
+    /// Time to live in ms from a createTTL record; `None` for the records of the other
+    /// create opcodes, which carry none.
+    pub ttl_ms: Option<i64>,
 }
 
 impl CreateOp {
@@ -82,7 +85,7 @@ impl CreateOp {
             data: r.data,
             acl: r.acl,
             flags: r.flags,
-            ttl_ms: 0,
+            ttl_ms: None,
         }
     }
     fn from_ttl(r: CreateTtlRequest) -> Self {
@@ -92,8 +95,26 @@ impl CreateOp {
             data: r.data,
             acl: r.acl,
             flags: r.flags,
-            ttl_ms: r.ttl_ms,
+            ttl_ms: Some(r.ttl_ms),
         }
+    }
+
+    /// A create inside a multi, as ZooKeeper's MultiOperationRecord reads it: the wire
+    /// opcode is dropped and Op.create takes it from the flags (createTTL for the TTL
+    /// modes, createContainer for CONTAINER, create for the rest, unknown flags
+    /// included). A createTTL record keeps its TTL only for a TTL mode. A TTL mode sent
+    /// as a create, create2 or createContainer record so becomes a createTTL without a
+    /// TTL, which ZooKeeper cannot prep (see `server::prep`).
+    fn in_multi(mut self) -> Self {
+        self.opcode = match CreateMode::from_flags(self.flags) {
+            Some(m) if m.is_ttl() => op::CREATE_TTL,
+            Some(CreateMode::Container) => op::CREATE_CONTAINER,
+            _ => op::CREATE,
+        };
+        if self.opcode != op::CREATE_TTL {
+            self.ttl_ms = None;
+        }
+        self
     }
 }
 
@@ -119,6 +140,10 @@ impl MultiOp {
             MultiOp::GetChildren(_) => op::GET_CHILDREN,
             MultiOp::GetData(_) => op::GET_DATA,
         }
+    }
+    /// Whether the op is a read (multiRead's kind) rather than a write (multi's).
+    pub fn is_read(&self) -> bool {
+        matches!(self, MultiOp::GetChildren(_) | MultiOp::GetData(_))
     }
     /// The path the op acts on.
     pub fn path(&self) -> &str {
@@ -149,7 +174,13 @@ pub enum Request {
     Ping,
     Check(CheckVersionRequest),
     Multi(Vec<MultiOp>),
+    /// multiRead with ops of one kind: all reads, or all writes (which ZooKeeper reads
+    /// and then refuses).
     MultiRead(Vec<MultiOp>),
+    /// multiRead whose ops ZooKeeper's MultiOperationRecord cannot read: a truncated
+    /// record, an unknown op type, or reads mixed with writes. Answered
+    /// MARSHALLINGERROR; the connection stays open.
+    MultiReadMalformed,
     Reconfig(ReconfigRequest),
     CheckWatches(WatchesRequest),
     RemoveWatches(WatchesRequest),
@@ -184,7 +215,7 @@ impl Request {
             Request::Ping => "ping",
             Request::Check(_) => "check",
             Request::Multi(_) => "multi",
-            Request::MultiRead(_) => "multiRead",
+            Request::MultiRead(_) | Request::MultiReadMalformed => "multiRead",
             Request::Reconfig(_) => "reconfig",
             Request::CheckWatches(_) => "checkWatches",
             Request::RemoveWatches(_) => "removeWatches",
@@ -237,7 +268,17 @@ impl Request {
             }
             op::CREATE_TTL => Request::Create(CreateOp::from_ttl(d.record()?)),
             op::DELETE => Request::Delete(d.record()?),
-            op::DELETE_CONTAINER => Request::DeleteContainer(d.record()?),
+            op::DELETE_CONTAINER => {
+                // ZooKeeper's prep reads the path as the request's raw bytes from the
+                // request header on (new String(request.request.array())), not as a
+                // jute string, so the opcode's NUL bytes are always part of it and the
+                // request is refused (BADARGUMENTS), whatever the body holds.
+                let mut raw = op::DELETE_CONTAINER.to_be_bytes().to_vec();
+                raw.extend_from_slice(body);
+                Request::DeleteContainer(PathRequest {
+                    path: String::from_utf8_lossy(&raw).into_owned(),
+                })
+            }
             op::EXISTS => Request::Exists(d.record()?),
             op::GET_DATA => Request::GetData(d.record()?),
             op::SET_DATA => Request::SetData(d.record()?),
@@ -248,8 +289,8 @@ impl Request {
             op::SYNC => Request::Sync(d.record()?),
             op::PING => Request::Ping,
             op::CHECK => Request::Check(d.record()?),
-            op::MULTI => Request::Multi(decode_multi(d, false)?),
-            op::MULTI_READ => Request::MultiRead(decode_multi(d, true)?),
+            op::MULTI => Request::Multi(decode_multi(d)?),
+            op::MULTI_READ => decode_multi_read(d),
             op::RECONFIG => Request::Reconfig(d.record()?),
             op::CHECK_WATCHES => Request::CheckWatches(d.record()?),
             op::REMOVE_WATCHES => Request::RemoveWatches(d.record()?),
@@ -296,29 +337,65 @@ impl Request {
 
 /// Reads multi ops until the terminating header (`done` = true).
 ///
-/// A read op inside multi, or a write op inside multiRead, is malformed, as in
-/// ZooKeeper's MultiOperationRecord.
-fn decode_multi(d: &mut Decoder<'_>, read: bool) -> Result<Vec<MultiOp>, JuteError> {
+/// A read op inside multi is malformed, as in ZooKeeper's MultiOperationRecord.
+fn decode_multi(d: &mut Decoder<'_>) -> Result<Vec<MultiOp>, JuteError> {
     let mut ops = Vec::new();
     loop {
         let h: MultiHeader = d.record()?;
         if h.done {
             return Ok(ops);
         }
-        let item = match (h.op_type, read) {
-            (op::CREATE | op::CREATE2 | op::CREATE_CONTAINER, false) => {
-                MultiOp::Create(CreateOp::from_create(h.op_type, d.record()?))
-            }
-            (op::CREATE_TTL, false) => MultiOp::Create(CreateOp::from_ttl(d.record()?)),
-            (op::DELETE, false) => MultiOp::Delete(d.record()?),
-            (op::SET_DATA, false) => MultiOp::SetData(d.record()?),
-            (op::CHECK, false) => MultiOp::Check(d.record()?),
-            (op::GET_CHILDREN, true) => MultiOp::GetChildren(d.record()?),
-            (op::GET_DATA, true) => MultiOp::GetData(d.record()?),
-            (other, _) => return Err(JuteError::BadType(other)),
-        };
-        ops.push(item);
+        match decode_multi_op(d, h.op_type)? {
+            Some(item) if !item.is_read() => ops.push(item),
+            _ => return Err(JuteError::BadType(h.op_type)),
+        }
     }
+}
+
+/// Reads a multiRead as ZooKeeper's MultiOperationRecord does: any known op, all of
+/// one kind (a read's watch flag is read and dropped, as Op.getData/getChildren
+/// drop it). Never an error: what ZooKeeper cannot read is
+/// [`Request::MultiReadMalformed`].
+fn decode_multi_read(d: &mut Decoder<'_>) -> Request {
+    let mut ops: Vec<MultiOp> = Vec::new();
+    loop {
+        let Ok(h) = d.record::<MultiHeader>() else {
+            return Request::MultiReadMalformed;
+        };
+        if h.done {
+            return Request::MultiRead(ops);
+        }
+        match decode_multi_op(d, h.op_type) {
+            Ok(Some(item)) if ops.first().is_none_or(|o| o.is_read() == item.is_read()) => {
+                ops.push(item)
+            }
+            _ => return Request::MultiReadMalformed,
+        }
+    }
+}
+
+/// One op of a multi or multiRead with type `op_type`; `None` for a type neither
+/// holds.
+fn decode_multi_op(d: &mut Decoder<'_>, op_type: i32) -> Result<Option<MultiOp>, JuteError> {
+    Ok(Some(match op_type {
+        op::CREATE | op::CREATE2 | op::CREATE_CONTAINER => {
+            MultiOp::Create(CreateOp::from_create(op_type, d.record()?).in_multi())
+        }
+        op::CREATE_TTL => MultiOp::Create(CreateOp::from_ttl(d.record()?).in_multi()),
+        op::DELETE => MultiOp::Delete(d.record()?),
+        op::SET_DATA => MultiOp::SetData(d.record()?),
+        op::CHECK => MultiOp::Check(d.record()?),
+        op::GET_CHILDREN | op::GET_DATA => {
+            let r: PathWatchRequest = d.record()?;
+            let p = PathRequest { path: r.path };
+            if op_type == op::GET_DATA {
+                MultiOp::GetData(p)
+            } else {
+                MultiOp::GetChildren(p)
+            }
+        }
+        _ => return Ok(None),
+    }))
 }
 
 /// Reads a record and nothing else from `body`; a helper for records decoded outside

@@ -5,13 +5,13 @@
 use super::reply;
 use super::txn::{Txn, TxnOp};
 use super::Server;
-use crate::proto::opcode::{self as op, event, state};
+use crate::proto::opcode::{self as op, event, perm, state};
 use crate::proto::ErrorCode;
-use crate::tree::{path, Owner};
+use crate::tree::{acl, path, Owner};
 use crate::watch::{ConnId, Table};
 use bytes::Bytes;
 use jute::{
-    Create2Response, CreateResponse, ErrorResponse, MultiHeader, Record, Stat, StatResponse,
+    Acl, Create2Response, CreateResponse, ErrorResponse, MultiHeader, Record, Stat, StatResponse,
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -47,8 +47,8 @@ impl Server {
                 for p in ephemerals {
                     if self.replaying {
                         self.tree.delete_if_present(p, txn.zxid);
-                    } else if self.tree.delete(p, txn.zxid).is_ok() {
-                        self.fire_deleted(p);
+                    } else {
+                        let _ = self.delete_and_fire(p, txn.zxid);
                     }
                 }
                 self.sessions.remove(txn.session_id);
@@ -105,10 +105,7 @@ impl Server {
                         stat,
                     }
                 }),
-            TxnOp::Delete { path } => self.tree.delete(path, zxid).map(|()| {
-                self.fire_deleted(path);
-                OpResult::Delete
-            }),
+            TxnOp::Delete { path } => self.delete_and_fire(path, zxid).map(|()| OpResult::Delete),
             TxnOp::SetData {
                 path,
                 data,
@@ -122,6 +119,7 @@ impl Server {
                         path,
                         event::NODE_DATA_CHANGED,
                         &BTreeSet::new(),
+                        |s| s.acl_of(path),
                     );
                     OpResult::SetData(stat)
                 }),
@@ -223,36 +221,91 @@ impl Server {
         }
     }
 
+    /// The ACL of the znode at `p`, if it exists.
+    fn acl_of(&self, p: &str) -> Option<Arc<Vec<Acl>>> {
+        self.tree.get(p).map(|n| self.tree.acl(n).clone())
+    }
+
+    /// Fires `event_type` on `p` in table `t` and sends the event to each watcher
+    /// whose connection may READ under the ACL of the changed znode, which `acl` gives
+    /// (asked only when a watch fired). This is CVE-2024-23944's fix: ZooKeeper's
+    /// ServerCnxn.process checks READ before it delivers any event; no ACL (`None`)
+    /// delivers, as ZooKeeper does for a null one. Returns every watcher the trigger
+    /// consumed, delivered or not: ZooKeeper suppresses all of them in the second
+    /// table of a delete.
     fn fire(
         &mut self,
         t: Table,
         p: &str,
         event_type: i32,
         suppress: &BTreeSet<ConnId>,
+        acl: impl FnOnce(&Self) -> Option<Arc<Vec<Acl>>>,
     ) -> BTreeSet<ConnId> {
         let conns = self.watches.trigger(t, p, event_type, suppress);
-        if !conns.is_empty() {
-            let packet = reply::notification(event_type, state::SYNC_CONNECTED, p);
-            for c in &conns {
+        if conns.is_empty() {
+            return conns;
+        }
+        let acl = acl(self);
+        let packet = reply::notification(event_type, state::SYNC_CONNECTED, p);
+        for c in &conns {
+            let may_read = match (&acl, self.conns.get(c)) {
+                (Some(acl), Some(conn)) => acl::check(acl, perm::READ, &conn.identities).is_ok(),
+                _ => true,
+            };
+            if may_read {
                 self.send(*c, packet.clone());
+            } else {
+                tracing::trace!(
+                    conn = c,
+                    path = p,
+                    event_type,
+                    "watch event filtered by ACL"
+                );
             }
         }
         conns
     }
 
+    /// NodeCreated on the new znode (checked against its own ACL) and
+    /// NodeChildrenChanged on its parent (checked against the parent's ACL), as
+    /// ZooKeeper's DataTree.createNode triggers them.
     fn fire_created(&mut self, p: &str) {
-        let none = BTreeSet::new();
-        self.fire(Table::Data, p, event::NODE_CREATED, &none);
-        let parent = path::split(p).0;
-        self.fire(Table::Child, parent, event::NODE_CHILDREN_CHANGED, &none);
+        self.fire(Table::Data, p, event::NODE_CREATED, &BTreeSet::new(), |s| {
+            s.acl_of(p)
+        });
+        self.fire_parent_changed(p);
     }
 
-    fn fire_deleted(&mut self, p: &str) {
-        let none = BTreeSet::new();
-        let told = self.fire(Table::Data, p, event::NODE_DELETED, &none);
-        self.fire(Table::Child, p, event::NODE_DELETED, &told);
+    /// NodeChildrenChanged on the parent of `p`, checked against the parent's ACL.
+    fn fire_parent_changed(&mut self, p: &str) {
         let parent = path::split(p).0;
-        self.fire(Table::Child, parent, event::NODE_CHILDREN_CHANGED, &none);
+        self.fire(
+            Table::Child,
+            parent,
+            event::NODE_CHILDREN_CHANGED,
+            &BTreeSet::new(),
+            |s| s.acl_of(parent),
+        );
+    }
+
+    /// Deletes `p` and fires NodeDeleted on it (checked against the ACL it had) and
+    /// NodeChildrenChanged on its parent (checked against the parent's ACL), as
+    /// ZooKeeper's DataTree.deleteNode does.
+    ///
+    /// Errors: as [`crate::tree::DataTree::delete`]; nothing fires then.
+    fn delete_and_fire(&mut self, p: &str, zxid: i64) -> Result<(), ErrorCode> {
+        // Taken before the znode goes; only needed if someone watches something.
+        let acl = if self.watches.is_empty() {
+            None
+        } else {
+            self.acl_of(p)
+        };
+        self.tree.delete(p, zxid)?;
+        let none = BTreeSet::new();
+        let told = self.fire(Table::Data, p, event::NODE_DELETED, &none, |_| acl.clone());
+        self.fire(Table::Child, p, event::NODE_DELETED, &told, |_| acl);
+        self.fire_parent_changed(p);
+        Ok(())
     }
 }
 
@@ -276,9 +329,13 @@ fn encode_op(buf: &mut bytes::BytesMut, r: &OpResult) {
     }
 }
 
+/// A multi result's header type, as ZooKeeper's MultiResponse writes it: a create
+/// result is create (1, the path only) or create2 (15, path and Stat); ZooKeeper has
+/// no createContainer or createTTL result, those are create2.
 fn multi_type(r: &OpResult) -> i32 {
     match r {
-        OpResult::Create { opcode, .. } => *opcode,
+        OpResult::Create { opcode, .. } if *opcode == op::CREATE => op::CREATE,
+        OpResult::Create { .. } => op::CREATE2,
         OpResult::Delete => op::DELETE,
         OpResult::SetData(_) => op::SET_DATA,
         OpResult::SetAcl(_) => op::SET_ACL,

@@ -162,22 +162,34 @@ impl<'a> Prep<'a> {
         Ok(())
     }
 
-    /// Preps one create.
+    /// Preps one create, in ZooKeeper's order of checks (PrepRequestProcessor
+    /// .pRequest2TxnCreate).
+    ///
+    /// The created znode's type comes from the opcode, as ZooKeeper's txns carry it:
+    /// createContainer makes a container and createTTL a TTL node whatever the flags;
+    /// create and create2 make an ephemeral for an ephemeral mode and a persistent
+    /// znode otherwise (the CONTAINER flag included). Inside a multi the opcode was
+    /// derived from the flags ([`CreateOp`]). Prep's own view of the new znode takes
+    /// its owner from the flags, as ZooKeeper's ChangeRecord does, so later requests
+    /// prepped before this one applies see that owner.
     pub fn create(&mut self, c: &CreateOp) -> Result<TxnOp, ErrorCode> {
         let mode = CreateMode::from_flags(c.flags).ok_or(ErrorCode::BadArguments)?;
         if mode.is_ttl() && !self.settings.extended_types {
             return Err(ErrorCode::Unimplemented);
         }
-        let ttl_ms = if c.opcode == op::CREATE_TTL {
-            c.ttl_ms
-        } else {
-            -1
-        };
+        // Records without a TTL count as -1, as ZooKeeper's prep sets it.
+        let ttl_ms = c.ttl_ms.unwrap_or(-1);
         if mode.is_ttl() {
             if ttl_ms <= 0 || ttl_ms > znode::MAX_TTL_MS {
                 return Err(ErrorCode::BadArguments);
             }
         } else if ttl_ms >= 0 {
+            return Err(ErrorCode::BadArguments);
+        }
+        if c.opcode == op::CREATE_TTL && !mode.is_ttl() {
+            // A createTTL with a negative TTL and a mode without one passes
+            // ZooKeeper's checks, and then its DataTree cannot apply the txn (it throws
+            // and the server halts). keel refuses it as a TTL out of range.
             return Err(ErrorCode::BadArguments);
         }
         if c.path.rfind('/').is_none() || c.path.contains('\0') {
@@ -201,14 +213,22 @@ impl<'a> Prep<'a> {
         }
         let data_len = c.data.as_ref().map_or(0, bytes::Bytes::len) as i64;
         self.check_quota(&final_path, 1, data_len)?;
-        let owner = if mode.is_container() {
-            znode::CONTAINER_OWNER
-        } else if mode.is_ttl() {
-            Owner::Ttl(ttl_ms).to_raw()
-        } else if mode.is_ephemeral() {
+        let ephemeral = if mode.is_ephemeral() {
             self.session_id
         } else {
             0
+        };
+        let owner = match c.opcode {
+            op::CREATE_CONTAINER => znode::CONTAINER_OWNER,
+            op::CREATE_TTL => Owner::Ttl(ttl_ms).to_raw(),
+            _ => ephemeral,
+        };
+        let view_owner = if mode.is_container() {
+            znode::CONTAINER_OWNER
+        } else if mode.is_ttl() {
+            Owner::Ttl(ttl_ms).to_raw()
+        } else {
+            ephemeral
         };
         let parent_creates = parent.child_creates.wrapping_add(1);
         let mut new_parent = parent;
@@ -223,7 +243,7 @@ impl<'a> Prep<'a> {
                 aversion: 0,
                 child_creates: 0,
                 num_children: 0,
-                owner,
+                owner: view_owner,
                 acl: Arc::new(acl.clone()),
                 data_len,
             }),
@@ -278,20 +298,19 @@ impl<'a> Prep<'a> {
         })
     }
 
-    /// Preps a deleteContainer from the container reaper: the znode must still be an
-    /// empty container or TTL node.
+    /// Preps a deleteContainer (ZooKeeper's checks: no ACL check, the znode must be
+    /// childless and not a session's ephemeral). The container reaper sends it for
+    /// empty containers and expired TTL nodes; a client's always names a path with a
+    /// NUL byte ([`crate::proto::Request::DeleteContainer`]) and gets BADARGUMENTS.
     pub fn delete_container(&mut self, p: &str) -> Result<TxnOp, ErrorCode> {
-        if p.rfind('/').is_none() || is_special(p) {
+        if p.rfind('/').is_none() || p.contains('\0') || is_special(p) {
             return Err(ErrorCode::BadArguments);
         }
         let node = self.node(p)?;
         if node.num_children > 0 {
             return Err(ErrorCode::NotEmpty);
         }
-        if !matches!(
-            Owner::from_raw(node.owner),
-            Owner::Container | Owner::Ttl(_)
-        ) {
+        if matches!(Owner::from_raw(node.owner), Owner::Session(_)) {
             return Err(ErrorCode::BadVersion);
         }
         let (parent_path, _) = path::split(p);
@@ -363,6 +382,14 @@ impl<'a> Prep<'a> {
         let mut out = Vec::with_capacity(ops.len());
         for (i, o) in ops.iter().enumerate() {
             let r = match o {
+                // A TTL mode in a create, create2 or createContainer record: ZooKeeper
+                // preps it as a createTTL and fails to read the TTL the record lacks
+                // (a ClassCastException), which answers the whole multi
+                // MARSHALLINGERROR. It is reached only if no earlier op failed.
+                MultiOp::Create(c) if c.opcode == op::CREATE_TTL && c.ttl_ms.is_none() => {
+                    self.overlay.clear();
+                    return TxnOp::Error(ErrorCode::MarshallingError);
+                }
                 MultiOp::Create(c) => self.create(c),
                 MultiOp::Delete(d) => self.delete(&d.path, d.version),
                 MultiOp::SetData(s) => self.set_data(&s.path, &s.data, s.version),

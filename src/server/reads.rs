@@ -132,6 +132,22 @@ impl Server {
                 Err(code) => err(code),
             },
             Request::Sync(r) => ok(&|b| r.encode(b)),
+            // Writes read as a multiRead: ZooKeeper's FinalRequestProcessor fails on the
+            // first with the (empty) result list already begun, so the error reply
+            // carries that list's end.
+            Request::MultiRead(ops) if ops.first().is_some_and(|o| !o.is_read()) => {
+                refused.set(Some(ErrorCode::MarshallingError));
+                reply::frame(|b| {
+                    ReplyHeader {
+                        xid,
+                        zxid,
+                        err: ErrorCode::MarshallingError.code(),
+                    }
+                    .encode(b);
+                    super::apply::end_multi(b);
+                })
+            }
+            Request::MultiReadMalformed => err(ErrorCode::MarshallingError),
             Request::MultiRead(ops) => {
                 let mut parts: Vec<(i32, Result<bytes::Bytes, ErrorCode>)> = Vec::new();
                 for o in ops {
@@ -152,7 +168,8 @@ impl Server {
                             });
                             parts.push((op::GET_DATA, r));
                         }
-                        _ => parts.push((op::ERROR, Err(ErrorCode::BadArguments))),
+                        // Never here: the decoder keeps one kind per multiRead.
+                        _ => parts.push((op::ERROR, Err(ErrorCode::MarshallingError))),
                     }
                 }
                 ok(&|b| {
@@ -183,10 +200,9 @@ impl Server {
             }
             Request::CheckWatches(r) | Request::RemoveWatches(r) => {
                 let remove = opcode == op::REMOVE_WATCHES;
-                if self.check_or_remove_watches(conn, &r.path, r.watcher_type, remove) {
-                    ok(&|_| {})
-                } else {
-                    err(ErrorCode::NoWatcher)
+                match self.check_or_remove_watches(conn, &r.path, r.watcher_type, remove) {
+                    Ok(()) => ok(&|_| {}),
+                    Err(code) => err(code),
                 }
             }
             Request::GetEphemerals(r) => {
@@ -207,10 +223,13 @@ impl Server {
                 }
                 Err(code) => err(code),
             },
-            Request::AddWatch(r) => {
+            // ZooKeeper 3.8 knows the modes PERSISTENT (0) and PERSISTENT_RECURSIVE (1);
+            // WatcherMode.fromZooDef refuses any other, which answers MARSHALLINGERROR.
+            Request::AddWatch(r) if matches!(r.mode, 0 | 1) => {
                 self.watches.add_persistent(&r.path, conn, r.mode == 1);
                 ok(&|b| ErrorResponse { err: 0 }.encode(b))
             }
+            Request::AddWatch(_) => err(ErrorCode::MarshallingError),
             Request::WhoAmI => {
                 // Every id, super included (ZooKeeper prints it with an empty user).
                 let client_info: Vec<ClientInfo> = ids
@@ -269,33 +288,42 @@ impl Server {
         })
     }
 
-    /// checkWatches/removeWatches. `watcher_type`: 1 children, 2 data, 3 any,
-    /// 4 persistent, 5 persistent recursive. Returns whether a matching watch existed.
+    /// checkWatches/removeWatches (ZooKeeper 3.8's DataTree.containsWatcher and
+    /// removeWatch). `watcher_type`: 1 Children (the child table), 2 Data (the data
+    /// table), 3 Any (both); a watch of any mode in the table counts, so a persistent
+    /// or recursive watch answers Children too. A removal takes the connection's whole
+    /// entry in the table.
+    ///
+    /// Errors: MARSHALLINGERROR for any other type (3.8's WatcherType.fromInt knows no
+    /// other; Persistent and PersistentRecursive came in 3.9), NOWATCHER when the
+    /// connection holds no matching watch.
     fn check_or_remove_watches(
         &mut self,
         conn: ConnId,
         p: &str,
         watcher_type: i32,
         remove: bool,
-    ) -> bool {
-        let all = STANDARD | PERSISTENT | RECURSIVE;
-        let targets: &[(Table, u8)] = match watcher_type {
-            1 => &[(Table::Child, all)],
-            2 => &[(Table::Data, all)],
-            3 => &[(Table::Child, all), (Table::Data, all)],
-            4 => &[(Table::Child, PERSISTENT), (Table::Data, PERSISTENT)],
-            5 => &[(Table::Data, RECURSIVE)],
-            _ => return false,
+    ) -> Result<(), ErrorCode> {
+        let tables: &[Table] = match watcher_type {
+            1 => &[Table::Child],
+            2 => &[Table::Data],
+            3 => &[Table::Child, Table::Data],
+            _ => return Err(ErrorCode::MarshallingError),
         };
+        let all = STANDARD | PERSISTENT | RECURSIVE;
         let mut found = false;
-        for (t, mask) in targets {
+        for t in tables {
             if remove {
-                found |= self.watches.remove(*t, p, conn, *mask);
+                found |= self.watches.remove(*t, p, conn, all);
             } else {
-                found |= self.watches.contains(*t, p, conn, *mask);
+                found |= self.watches.contains(*t, p, conn, all);
             }
         }
-        found
+        if found {
+            Ok(())
+        } else {
+            Err(ErrorCode::NoWatcher)
+        }
     }
 
     /// Re-registers a reconnecting client's watches; events it missed since

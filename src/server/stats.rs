@@ -577,7 +577,7 @@ mod tests {
                 },
             }],
             flags: 0,
-            ttl_ms: 0,
+            ttl_ms: None,
         })
     }
 

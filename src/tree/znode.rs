@@ -118,12 +118,18 @@ pub(super) struct Fields {
 }
 
 impl Fields {
-    /// A child was created at `zxid`: numChildren one up, child-create count
-    /// `child_creates`, pzxid `zxid`.
+    /// A child was created at `zxid`: numChildren one up and, if `child_creates` is
+    /// above the stored child-create count, that count set to it and pzxid to `zxid`
+    /// (ZooKeeper's DataTree.createNode: "only update when it's larger"). So the count
+    /// stops at i32::MAX: the create that names a child ...2147483647 carries the
+    /// wrapped count i32::MIN, which changes nothing, and the next sequential create
+    /// names the same child again (NODEEXISTS), as in ZooKeeper.
     pub(super) fn child_created(&mut self, child_creates: i32, zxid: i64) {
         self.num_children = self.num_children.wrapping_add(1);
-        self.meta.child_creates = child_creates;
-        self.meta.pzxid = zxid;
+        if child_creates > self.meta.child_creates {
+            self.meta.child_creates = child_creates;
+            self.meta.pzxid = zxid;
+        }
     }
 
     /// A child was removed: numChildren one down (never below 0) and, with `zxid`,
@@ -692,13 +698,19 @@ mod tests {
                         );
                     }
                     n.update(|f| f.child_created(5, 9));
+                    // A count not above the stored one leaves count and pzxid.
+                    let (creates, pzxid) = if 5 > meta.child_creates {
+                        (5, 9)
+                    } else {
+                        (meta.child_creates, i64::MIN)
+                    };
                     assert_eq!(
                         (
                             n.view().num_children(),
                             n.view().child_creates(),
                             n.view().pzxid()
                         ),
-                        ((v as i32).wrapping_add(1), 5, 9)
+                        ((v as i32).wrapping_add(1), creates, pzxid)
                     );
                     assert_eq!(n.view().data(), data);
                 }

@@ -3,7 +3,8 @@
 //! ZooKeeper; a client re-registers them with setWatches after reconnecting.
 //!
 //! Two tables, as in ZooKeeper's DataTree: `data` (getData/exists watches, persistent
-//! and recursive watches) and `child` (getChildren watches and persistent watches).
+//! and recursive watches) and `child` (getChildren watches, persistent and recursive
+//! watches).
 
 use crate::proto::opcode::event;
 use crate::tree::path;
@@ -33,7 +34,8 @@ pub struct WatchManager {
     child: HashMap<String, BTreeMap<ConnId, u8>>,
     /// Reverse index for dropping a connection's watches.
     by_conn: HashMap<ConnId, BTreeSet<(Table, String)>>,
-    /// Number of (path, conn) pairs holding RECURSIVE; parents are scanned only when > 0.
+    /// Number of (table, path, conn) entries holding RECURSIVE; parents are scanned only
+    /// when > 0.
     recursive_count: usize,
 }
 
@@ -64,14 +66,15 @@ impl WatchManager {
             .insert((t, path.to_string()));
     }
 
-    /// addWatch: a persistent watch goes in both tables, a recursive one in data only.
+    /// addWatch: a persistent or recursive watch goes in both tables, as ZooKeeper
+    /// 3.8's DataTree.addWatch puts it. In the child table a recursive watch answers
+    /// checkWatches/removeWatches of the Children type and fires NodeDeleted for the
+    /// znodes below it, which the data table already told the connection of unless a
+    /// removal of the Data type took the data part away.
     pub fn add_persistent(&mut self, path: &str, conn: ConnId, recursive: bool) {
-        if recursive {
-            self.add(Table::Data, path, conn, RECURSIVE);
-        } else {
-            self.add(Table::Data, path, conn, PERSISTENT);
-            self.add(Table::Child, path, conn, PERSISTENT);
-        }
+        let mode = if recursive { RECURSIVE } else { PERSISTENT };
+        self.add(Table::Data, path, conn, mode);
+        self.add(Table::Child, path, conn, mode);
     }
 
     /// Fires `event_type` on `path` in table `t`, returning the connections to notify
@@ -85,7 +88,7 @@ impl WatchManager {
     ) -> BTreeSet<ConnId> {
         let mut out = BTreeSet::new();
         let mut emptied: Vec<ConnId> = Vec::new();
-        let scan_parents = self.recursive_count > 0 && t == Table::Data;
+        let scan_parents = self.recursive_count > 0;
         let table = match t {
             Table::Data => &mut self.data,
             Table::Child => &mut self.child,
@@ -196,6 +199,11 @@ impl WatchManager {
                 }
             }
         }
+    }
+
+    /// Whether no connection watches anything.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty() && self.child.is_empty()
     }
 
     /// Total (path, connection, table) watch registrations.
