@@ -86,6 +86,7 @@ class Side:
 
     def close(self):
         for c in self.conns:
+            c.close_session()
             c.close()
 
 

@@ -14,6 +14,9 @@ mkdir -p "$WORK"
 # group name | extra zoo.cfg lines (\n-separated)
 GROUPS_CFG=(
   "default|extendedTypesEnabled=true"
+  "paths|extendedTypesEnabled=true"
+  "identities|DigestAuthenticationProvider.superDigest=super:D/InIHSb7yEEbrWz8b9l71RjZJU="
+  "timeouts|minSessionTimeout=-1\nmaxSessionTimeout=-1"
 )
 
 cleanup() { for g in "${GROUPS_CFG[@]}"; do n=${g%%|*}; stop_server "$WORK/$n-zk"; stop_server "$WORK/$n-keel"; done; }
