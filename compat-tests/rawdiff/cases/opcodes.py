@@ -19,8 +19,9 @@ KNOWN_OPS = {CHECK, CLOSE_SESSION, CREATE, CREATE2, CREATE_TTL, CREATE_CONTAINER
              MULTI_READ, PING, RECONFIG, SET_ACL, SET_DATA, SET_WATCHES, SET_WATCHES2, SYNC,
              CHECK_WATCHES, REMOVE_WATCHES, ADD_WATCH, WHO_AM_I, AUTH, SASL}
 
-# Requests after which ZooKeeper closes the connection (whatever follows races the
-# close, so nothing is sent after them).
+# Requests after which ZooKeeper closes the connection (closeSession always; auth and
+# sasl when their record does not decode). Nothing is sent after them: it would race
+# the close.
 CLOSING = {CLOSE_SESSION, AUTH, SASL}
 
 
@@ -59,7 +60,8 @@ def good_body(s, opcode):
 
 
 def finish(c, opcode, body_kind):
-    if opcode in KNOWN_OPS and (opcode not in CLOSING or (body_kind == "good" and opcode != CLOSE_SESSION)):
+    closes = opcode == CLOSE_SESSION or (opcode in CLOSING and body_kind == "bad")
+    if opcode in KNOWN_OPS and not closes:
         c.drain()
     else:
         c.wait_closed()
