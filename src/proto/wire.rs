@@ -431,7 +431,7 @@ mod tests {
             rejection(decode_request(op::MULTI_READ, &read).unwrap()),
             (ErrorCode::MarshallingError, false, RejectionBody::MultiEnd)
         );
-        let mixed = [get, create, end].concat();
+        let mixed = [create, get, end].concat();
         assert_eq!(
             rejection(decode_request(op::MULTI_READ, &mixed).unwrap()),
             (ErrorCode::MarshallingError, false, RejectionBody::Empty)

@@ -452,7 +452,11 @@ mod tests {
             perms,
             id: id("auth", ident),
         };
-        let fixed = fixup(&[auth(31, ""), auth(31, "x"), auth(31, "")], &[bob.clone()]).unwrap();
+        let fixed = fixup(
+            &[auth(31, ""), auth(31, "x"), auth(31, "")],
+            std::slice::from_ref(&bob),
+        )
+        .unwrap();
         assert_eq!(fixed.len(), 2);
         assert!(fixed.iter().all(|a| a.id == bob));
     }
