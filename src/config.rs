@@ -367,11 +367,13 @@ pub struct Config {
     pub x509_super_user: Option<String>,
     /// `maxClientCnxns`: connections allowed per client IP (60; 0 = unlimited).
     pub max_client_cnxns: u32,
-    /// `minSessionTimeout` in ms; 2 x tickTime when not given (ZooKeeper's rule, applied
-    /// on its own even when only maxSessionTimeout is given).
-    pub min_session_timeout_ms: u32,
-    /// `maxSessionTimeout` in ms; 20 x tickTime when not given. Never below the minimum.
-    pub max_session_timeout_ms: u32,
+    /// `minSessionTimeout` in ms; 2 x tickTime when not given or -1 (ZooKeeper's rule,
+    /// applied on its own even when only maxSessionTimeout is given). Signed, as
+    /// ZooKeeper reads it: another negative value is kept and clamps nothing from below.
+    pub min_session_timeout_ms: i32,
+    /// `maxSessionTimeout` in ms; 20 x tickTime when not given or -1. Never below the
+    /// minimum.
+    pub max_session_timeout_ms: i32,
     /// `globalOutstandingLimit`: requests queued before the server throttles reads (1000).
     pub global_outstanding_limit: u32,
     /// `keel.busyPollUs` (keel's own): how long, in microseconds, a lowest-priority
@@ -464,8 +466,8 @@ impl Default for Config {
             ssl: SslConfig::default(),
             x509_super_user: None,
             max_client_cnxns: 60,
-            min_session_timeout_ms: 2 * tick_time_ms,
-            max_session_timeout_ms: 20 * tick_time_ms,
+            min_session_timeout_ms: ticks_ms(tick_time_ms, 2),
+            max_session_timeout_ms: ticks_ms(tick_time_ms, 20),
             global_outstanding_limit: 1000,
             snap_count: 100_000,
             busy_poll_us: DEFAULT_BUSY_POLL_US,
@@ -561,8 +563,8 @@ const JVM_ONLY_KEYS: &[&str] = &["jute.maxbuffer", "znode.container.checkInterva
 struct Pending {
     data_dir: Option<PathBuf>,
     data_log_dir: Option<PathBuf>,
-    min_session_timeout_ms: Option<u32>,
-    max_session_timeout_ms: Option<u32>,
+    min_session_timeout_ms: Option<i32>,
+    max_session_timeout_ms: Option<i32>,
     init_limit_set: bool,
     sync_limit_set: bool,
     secure_client_port_address: bool,
@@ -782,8 +784,8 @@ impl Config {
                 }
                 self.busy_poll_us = us;
             }
-            "minSessionTimeout" => pending.min_session_timeout_ms = Some(parse_u32(value)?),
-            "maxSessionTimeout" => pending.max_session_timeout_ms = Some(parse_u32(value)?),
+            "minSessionTimeout" => pending.min_session_timeout_ms = parse_session_timeout(value)?,
+            "maxSessionTimeout" => pending.max_session_timeout_ms = parse_session_timeout(value)?,
             "autopurge.snapRetainCount" => {
                 let count = parse_u32(value)?;
                 if count < 3 {
@@ -926,10 +928,10 @@ impl Config {
         }
         self.min_session_timeout_ms = pending
             .min_session_timeout_ms
-            .unwrap_or(self.tick_time_ms.saturating_mul(2));
+            .unwrap_or(ticks_ms(self.tick_time_ms, 2));
         self.max_session_timeout_ms = pending
             .max_session_timeout_ms
-            .unwrap_or(self.tick_time_ms.saturating_mul(20));
+            .unwrap_or(ticks_ms(self.tick_time_ms, 20));
         if self.min_session_timeout_ms > self.max_session_timeout_ms {
             return Err(ConfigError::invalid(format!(
                 "minSessionTimeout ({} ms) must not be larger than maxSessionTimeout ({} ms)",
@@ -1053,6 +1055,18 @@ fn not_integer(value: &str) -> String {
 
 /// A non-negative 32-bit integer. ZooKeeper's `Integer.parseInt` also takes negative
 /// numbers, but none of the keys parsed with this has a meaning below zero.
+/// `minSessionTimeout`/`maxSessionTimeout`: a Java int; -1 means "the default" (`None`),
+/// as ZooKeeper's QuorumPeerConfig reads it.
+fn parse_session_timeout(value: &str) -> Result<Option<i32>, String> {
+    let ms = value.parse::<i32>().map_err(|_| not_integer(value))?;
+    Ok(Some(ms).filter(|&ms| ms != -1))
+}
+
+/// `n` ticks in ms, as an i32 (saturating; a tickTime that large is refused elsewhere).
+fn ticks_ms(tick_time_ms: u32, n: u32) -> i32 {
+    i32::try_from(tick_time_ms.saturating_mul(n)).unwrap_or(i32::MAX)
+}
+
 fn parse_u32(value: &str) -> Result<u32, String> {
     value.parse::<u32>().map_err(|_| not_integer(value))
 }
@@ -1603,6 +1617,25 @@ mod tests {
             (c.min_session_timeout_ms, c.max_session_timeout_ms),
             (100, 40000)
         );
+        // -1 is ZooKeeper's "default" for either bound (issue 14 item 14); another
+        // negative value is kept as ZooKeeper keeps it.
+        let c = parse("tickTime=2000\ndataDir=/d\nminSessionTimeout=-1\nmaxSessionTimeout=-1\n");
+        assert_eq!(
+            (c.min_session_timeout_ms, c.max_session_timeout_ms),
+            (4000, 40000)
+        );
+        let c = parse("tickTime=2000\ndataDir=/d\nminSessionTimeout=-1\nmaxSessionTimeout=9000\n");
+        assert_eq!(
+            (c.min_session_timeout_ms, c.max_session_timeout_ms),
+            (4000, 9000)
+        );
+        let c = parse("tickTime=2000\ndataDir=/d\nminSessionTimeout=-5\n");
+        assert_eq!(
+            (c.min_session_timeout_ms, c.max_session_timeout_ms),
+            (-5, 40000)
+        );
+        assert!(error("tickTime=2000\ndataDir=/d\nmaxSessionTimeout=-2\n")
+            .contains("must not be larger than maxSessionTimeout"));
         assert!(error("dataDir=/d\nclientPortAddress=127.0.0.1\n")
             .contains("clientPortAddress is set but clientPort is not set"));
         assert!(error("dataDir=/d\nsecureClientPortAddress=127.0.0.1\n")

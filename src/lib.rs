@@ -38,8 +38,8 @@ pub mod zab;
 pub fn server_settings(config: &config::Config) -> server::Settings {
     server::Settings {
         tick_ms: config.tick_time_ms,
-        min_session_timeout_ms: config.min_session_timeout_ms as i32,
-        max_session_timeout_ms: config.max_session_timeout_ms as i32,
+        min_session_timeout_ms: config.min_session_timeout_ms,
+        max_session_timeout_ms: config.max_session_timeout_ms,
         super_digest: config.super_digest.clone(),
         prep: server::prep::PrepSettings {
             extended_types: config.extended_types_enabled,

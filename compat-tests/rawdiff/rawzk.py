@@ -329,6 +329,13 @@ class Conn:
             t.add(self.name, "connected", f"timeout={timeout}", f"session={t.session(sid)}",
                   f"passwd_len={len(passwd or b'')}", f"trailing_bytes={tail}")
             return None
+        if self._is_connect_response(payload):
+            r = Reader(payload)
+            _proto, timeout, sid = r.i32(), r.i32(), r.i64()
+            r.buf()
+            t.add(self.name, "connect-response-again", f"timeout={timeout}",
+                  f"session={t.session(sid)}", f"trailing_bytes={r.left()}")
+            return None
         r = Reader(payload)
         xid, zxid, err = r.i32(), r.i64(), r.i32()
         if xid == XID_WATCH:
@@ -352,6 +359,25 @@ class Conn:
             body += f" +{r.left()} bytes"
         t.add(self.name, "reply", f"xid={xid}", f"zxid={t.zxid(zxid)}", f"err={err}", body)
         return None
+
+    def _is_connect_response(self, payload):
+        """A second ConnectResponse on a live session (ZooKeeper sends one for a
+        createSession request): protocol version 0, this session's id, a 16-byte
+        password, and nothing else but the readOnly byte."""
+        if self.session_id == 0 or len(payload) not in (36, 37):
+            return False
+        return (payload[:4] == b"\0\0\0\0" and payload[8:16] == i64(self.session_id)
+                and payload[16:20] == i32(16) and 0 not in self.pending)
+
+    def close_session(self):
+        """Ends this connection's session (closeSession, then waits for the close) so
+        it does not expire later and take a zxid in another case; nothing recorded."""
+        if self.closed or self.session_id == 0:
+            return
+        keep, self.t = self.t, Transcript()
+        self.send((0x7ffffff0, CLOSE_SESSION, b""))
+        self.wait_closed(2.0)
+        self.t = keep
 
     def drain(self, timeout_s=5.0):
         """Sends a ping (xid -2) and records every frame until its reply or until the

@@ -15,6 +15,9 @@ mkdir -p "$WORK"
 GROUPS_CFG=(
   "default|extendedTypesEnabled=true"
   "reap|extendedTypesEnabled=true\nznode.container.checkIntervalMs=200"
+  "paths|extendedTypesEnabled=true"
+  "identities|DigestAuthenticationProvider.superDigest=super:D/InIHSb7yEEbrWz8b9l71RjZJU="
+  "timeouts|minSessionTimeout=-1\nmaxSessionTimeout=-1"
 )
 
 cleanup() { for g in "${GROUPS_CFG[@]}"; do n=${g%%|*}; stop_server "$WORK/$n-zk"; stop_server "$WORK/$n-keel"; done; }

@@ -22,9 +22,6 @@ pub enum JuteError {
     /// inside multi).
     #[error("unexpected record type {0}")]
     BadType(i32),
-    /// A ustring was not valid UTF-8.
-    #[error("string is not valid UTF-8")]
-    BadUtf8,
     /// Bytes were left over after the record.
     #[error("{0} trailing bytes after the record")]
     Trailing(usize),
@@ -119,12 +116,18 @@ impl<'a> Decoder<'a> {
         self.buffer().map(Some)
     }
 
-    /// A length-prefixed UTF-8 string; null (-1) decodes as empty.
+    /// A length-prefixed UTF-8 string; null (-1) decodes as empty. Bytes that are not
+    /// UTF-8 become U+FFFD as ZooKeeper's BinaryInputArchive reads them (see
+    /// [`java_string`]), never an error: such a path is then refused for its U+FFFD,
+    /// and a digest id keeps it.
     pub fn ustring(&mut self) -> Result<String, JuteError> {
-        let bytes = self.buffer()?;
-        std::str::from_utf8(bytes)
-            .map(str::to_owned)
-            .map_err(|_| JuteError::BadUtf8)
+        Ok(java_string(self.buffer()?))
+    }
+
+    /// Like [`Decoder::ustring`], with null (-1) as `None`: ZooKeeper keeps a null
+    /// string null, and some requests answer it apart from the empty string.
+    pub fn ustring_opt(&mut self) -> Result<Option<String>, JuteError> {
+        Ok(self.buffer_opt()?.map(java_string))
     }
 
     /// A vector: int count (-1 = null, decoded as empty) then `count` items.
@@ -157,6 +160,38 @@ impl<'a> Decoder<'a> {
     /// A nested record.
     pub fn record<R: Record>(&mut self) -> Result<R, JuteError> {
         R::decode(self)
+    }
+}
+
+/// Bytes decoded as Java's `new String(bytes, UTF_8)` decodes them (JDK 17): each
+/// invalid sequence becomes one U+FFFD, split where Rust's `from_utf8_lossy` splits it,
+/// except that the three-byte form of a UTF-16 surrogate (`ED A0..BF 80..BF`, as
+/// CESU-8 writes half a supplementary character) is one U+FFFD for all three bytes.
+pub fn java_string(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    let mut rest = bytes;
+    loop {
+        match std::str::from_utf8(rest) {
+            Ok(valid) => {
+                out.push_str(valid);
+                return out;
+            }
+            Err(e) => {
+                let (valid, bad) = rest.split_at(e.valid_up_to());
+                out.push_str(&String::from_utf8_lossy(valid));
+                out.push('\u{fffd}');
+                let surrogate = bad.len() >= 3
+                    && bad[0] == 0xed
+                    && (0xa0..=0xbf).contains(&bad[1])
+                    && (0x80..=0xbf).contains(&bad[2]);
+                let skip = if surrogate {
+                    3
+                } else {
+                    e.error_len().unwrap_or(bad.len())
+                };
+                rest = &bad[skip..];
+            }
+        }
     }
 }
 

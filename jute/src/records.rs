@@ -133,6 +133,14 @@ impl ConnectRequest {
             read_only,
         })
     }
+
+    /// Whether a ConnectRequest packet carries the trailing `readOnly` byte (false for
+    /// clients older than ZooKeeper 3.4, whose ConnectResponse must lack it too).
+    pub fn has_read_only(input: &[u8]) -> bool {
+        let mut d = Decoder::new(input);
+        let fixed = d.skip(4 + 8 + 4 + 8).is_ok() && d.buffer().is_ok();
+        fixed && !d.is_empty()
+    }
 }
 
 record! {

@@ -174,3 +174,22 @@ fn connect_request_without_read_only_byte() {
     let without = &buf[..buf.len() - 1];
     assert_eq!(ConnectRequest::decode_lenient(without), Ok(req));
 }
+
+/// Strings decode as ZooKeeper's Java reads them (measured through sync's echo on
+/// ZooKeeper 3.8): invalid bytes become U+FFFD, an encoded surrogate one U+FFFD for
+/// its three bytes; a null string is `None` only through `ustring_opt`.
+#[test]
+fn strings_decode_as_java_reads_them() {
+    use jute::codec::java_string;
+    assert_eq!(java_string(b"/a\xff"), "/a\u{fffd}");
+    assert_eq!(java_string(b"/a\xc0\x80"), "/a\u{fffd}\u{fffd}");
+    assert_eq!(java_string(b"/a\xed\xa0\x80"), "/a\u{fffd}");
+    assert_eq!(java_string(b"/a\xe2\x82"), "/a\u{fffd}");
+    assert_eq!(java_string(b"/a\xe0\x80\xaf"), "/a\u{fffd}\u{fffd}\u{fffd}");
+    assert_eq!(java_string("/é".as_bytes()), "/é");
+    let null = [0xffu8; 4];
+    assert_eq!(Decoder::new(&null).ustring_opt(), Ok(None));
+    assert_eq!(Decoder::new(&null).ustring(), Ok(String::new()));
+    let bad = [0, 0, 0, 1, 0xff];
+    assert_eq!(Decoder::new(&bad).ustring(), Ok("\u{fffd}".to_string()));
+}

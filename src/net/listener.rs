@@ -9,7 +9,7 @@ use crate::admin::{fourlw, snapshot};
 use crate::config::Config;
 use crate::net::busy_poll::BusyPoll;
 use crate::net::{persist, tls};
-use crate::proto::Request;
+use crate::proto::{wire, Request};
 use crate::server::{Input, Outbound, Server, StorageOp};
 use crate::storage::rocks::RocksStorage;
 use crate::storage::{Storage, StorageError};
@@ -617,13 +617,15 @@ fn bad_input(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
 }
 
-/// Decodes a request packet: header, then the op's record.
+/// Decodes a request packet: header, then the op's record, as ZooKeeper takes it
+/// ([`wire::decode_request`]: a record that does not decode is answered, not fatal).
+///
+/// Errors: a packet too short for its header, or an auth or sasl packet whose record
+/// does not decode; the connection is then closed, as ZooKeeper closes it.
 fn decode_request(packet: &[u8]) -> std::io::Result<(i32, i32, Request)> {
     let mut d = Decoder::new(packet);
     let header = RequestHeader::decode(&mut d).map_err(bad_input)?;
-    let body = d.remaining();
-    // deleteContainer's body is read as ZooKeeper reads it, in Request::decode.
-    let req = Request::decode(header.op_type, body).map_err(bad_input)?;
+    let req = wire::decode_request(header.op_type, d.remaining()).map_err(bad_input)?;
     Ok((header.xid, header.op_type, req))
 }
 
@@ -746,7 +748,12 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
             } else {
                 handshaken = true;
                 match ConnectRequest::decode_lenient(&packet) {
-                    Ok(req) => Input::Handshake { conn, req },
+                    Ok(req) => {
+                        if !ConnectRequest::has_read_only(&packet) {
+                            inputs.push(Input::OldClient { conn });
+                        }
+                        Input::Handshake { conn, req }
+                    }
                     Err(e) => {
                         malformed = Some(bad_input(e));
                         break;

@@ -6,6 +6,7 @@
 pub mod error;
 pub mod opcode;
 pub mod request;
+pub mod wire;
 
 pub use error::ErrorCode;
-pub use request::{CreateMode, MultiOp, Request};
+pub use request::{CreateMode, MultiOp, Rejection, RejectionBody, Request};

@@ -1,6 +1,7 @@
 //! Typed client requests, decoded from a request header's opcode and the body bytes.
 
 use super::opcode as op;
+use super::ErrorCode;
 use bytes::Bytes;
 use jute::{
     Acl, AddWatchRequest, AuthPacket, CheckVersionRequest, CreateRequest, CreateTtlRequest,
@@ -193,8 +194,42 @@ pub enum Request {
     AddWatch(AddWatchRequest),
     WhoAmI,
     CloseSession,
-    /// An opcode this server does not know; answered with UNIMPLEMENTED.
+    /// createSession (-10) sent after the handshake, with the timeout its body starts
+    /// with: ZooKeeper logs a createSession txn for the same session and sends the
+    /// ConnectResponse again (see `proto::wire`).
+    CreateSession {
+        timeout_ms: i32,
+    },
+    /// A request ZooKeeper answers with an error before it reaches the tree (a record
+    /// that does not decode, a null path or ACL id); see `proto::wire`.
+    Rejected(Rejection),
+    /// An opcode ZooKeeper does not know: UNIMPLEMENTED with zxid -1, then the
+    /// connection is closed.
     Unknown(i32),
+}
+
+/// How ZooKeeper answers a [`Request::Rejected`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// The reply's error code.
+    pub code: ErrorCode,
+    /// Whether it becomes an error txn (a zxid used): ZooKeeper's PrepRequestProcessor
+    /// failed on it.
+    pub txn: bool,
+    /// What follows the reply header.
+    pub body: RejectionBody,
+}
+
+/// The body of a [`Rejection`]'s reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RejectionBody {
+    /// Nothing: the header alone.
+    Empty,
+    /// An empty multi result list (its end marker): ZooKeeper had started the
+    /// MultiResponse when the request failed.
+    MultiEnd,
+    /// A null string (-1): sync echoing a null path.
+    NullString,
 }
 
 impl Request {
@@ -227,6 +262,8 @@ impl Request {
             Request::AddWatch(_) => "addWatch",
             Request::WhoAmI => "whoAmI",
             Request::CloseSession => "closeSession",
+            Request::CreateSession { .. } => "createSession",
+            Request::Rejected(_) => "rejected",
             Request::Unknown(_) => "unknown",
         }
     }
@@ -331,6 +368,8 @@ impl Request {
                 | Request::Multi(_)
                 | Request::Reconfig(_)
                 | Request::CloseSession
+                | Request::CreateSession { .. }
+                | Request::Rejected(Rejection { txn: true, .. })
         )
     }
 }

@@ -17,6 +17,7 @@ pub mod apply;
 pub mod prep;
 pub mod reads;
 pub mod recovery;
+mod refused;
 pub mod reply;
 pub mod stats;
 pub mod txn;
@@ -40,6 +41,9 @@ use txn::{Txn, TxnOp};
 pub enum Input {
     /// A TCP connection was accepted.
     Connected { conn: ConnId, addr: SocketAddr },
+    /// The connection's ConnectRequest (the next input) lacks the trailing readOnly
+    /// byte, as from clients before ZooKeeper 3.4: its ConnectResponse lacks it too.
+    OldClient { conn: ConnId },
     /// The transport vouched for identities of the connection before its first packet:
     /// a TLS client certificate gives `x509:<subject DN>` (and `super:<DN>` for the x509
     /// super user), as ZooKeeper's X509AuthenticationProvider adds them when the TLS
@@ -131,6 +135,8 @@ pub struct Conn {
     /// `ip:<addr>` plus identities added by auth packets.
     pub identities: Vec<Id>,
     pub stats: ConnStats,
+    /// Its ConnectRequest had no readOnly byte (see [`Input::OldClient`]).
+    pub old_client: bool,
     /// This connection's requests not yet answered, in arrival order: its proposed
     /// writes (by zxid) and the reads queued behind them.
     inflight: VecDeque<Queued>,
@@ -320,6 +326,7 @@ impl Server {
                             established_ms: now_ms,
                             ..ConnStats::default()
                         },
+                        old_client: false,
                         inflight: VecDeque::new(),
                         closing: false,
                     },
@@ -328,10 +335,13 @@ impl Server {
             Input::Authenticated { conn, ids } => {
                 if let Some(c) = self.conns.get_mut(&conn) {
                     for id in ids {
-                        if !c.identities.contains(&id) {
-                            c.identities.push(id);
-                        }
+                        acl::add_identity(&mut c.identities, id);
                     }
+                }
+            }
+            Input::OldClient { conn } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.old_client = true;
                 }
             }
             Input::Handshake { conn, req } => self.handshake(conn, req),
@@ -405,14 +415,7 @@ impl Server {
                 session = format!("0x{:x}", req.session_id),
                 "session expired or password wrong; telling the client it expired"
             );
-            let resp = ConnectResponse {
-                protocol_version: 0,
-                time_out_ms: 0,
-                session_id: 0,
-                passwd: Bytes::from_static(&[0u8; 16]),
-                read_only: false,
-            };
-            self.send(conn, reply::frame(|b| jute::Record::encode(&resp, b)));
+            self.send_connect_response(conn, 0, 0, [0u8; 16]);
             self.close(conn);
             return;
         }
@@ -441,6 +444,18 @@ impl Server {
             .get(session_id)
             .map(|s| s.passwd)
             .unwrap_or_default();
+        self.send_connect_response(conn, session_id, timeout_ms, passwd);
+    }
+
+    /// Sends a ConnectResponse; without its readOnly byte to a client whose request had
+    /// none (ZooKeeper's `isOldClient`).
+    fn send_connect_response(
+        &mut self,
+        conn: ConnId,
+        session_id: i64,
+        timeout_ms: i32,
+        passwd: [u8; 16],
+    ) {
         let resp = ConnectResponse {
             protocol_version: 0,
             time_out_ms: timeout_ms,
@@ -448,7 +463,15 @@ impl Server {
             passwd: Bytes::copy_from_slice(&passwd),
             read_only: false,
         };
-        self.send(conn, reply::frame(|b| jute::Record::encode(&resp, b)));
+        let old_client = self.conns.get(&conn).is_some_and(|c| c.old_client);
+        let packet = reply::frame(|b| {
+            jute::Record::encode(&resp, b);
+            if old_client {
+                // The readOnly bool is the record's last byte.
+                b.truncate(b.len() - 1);
+            }
+        });
+        self.send(conn, packet);
     }
 
     fn request(&mut self, conn: ConnId, xid: i32, opcode: i32, req: Request) {
@@ -522,6 +545,9 @@ impl Server {
     }
 
     fn write(&mut self, conn: ConnId, session_id: i64, xid: i32, req: Request) {
+        if let Request::CreateSession { .. } = req {
+            return self.create_session_again(conn, session_id, xid);
+        }
         let identities = self
             .conns
             .get(&conn)
@@ -546,6 +572,7 @@ impl Server {
             // ensemble to change) and RECONFIGDISABLED otherwise.
             Request::Reconfig(_) if self.settings.reconfig_enabled => Err(ErrorCode::Unimplemented),
             Request::Reconfig(_) => Err(ErrorCode::ReconfigDisabled),
+            Request::Rejected(r) => Err(r.code),
             Request::CloseSession => Ok(p.close_session(self.session_ephemerals(session_id))),
             _ => Err(ErrorCode::Unimplemented),
         };
@@ -684,7 +711,11 @@ impl Server {
                 None
             }
             Origin::Reply { conn, xid } => {
-                self.send(conn, apply::encode_result(xid, zxid, &result));
+                // A check (13) on its own that passes gets no reply from ZooKeeper 3.8
+                // (its FinalRequestProcessor fails to serialize the missing Stat).
+                if !matches!(result, apply::OpResult::Check) {
+                    self.send(conn, apply::encode_result(xid, zxid, &result));
+                }
                 Some(conn)
             }
             Origin::Handshake { conn, timeout_ms } => {
@@ -888,47 +919,55 @@ impl Server {
         }
     }
 
-    /// Handles an auth packet (xid -4): digest adds `digest:user:hash` (and `super`
-    /// when it matches the super digest); x509 succeeds on a connection whose TLS
-    /// client certificate already made it `x509:<DN>` (ZooKeeper's provider re-checks
-    /// that certificate); anything else fails and closes the connection, as ZooKeeper
-    /// does.
-    fn auth(&mut self, conn: ConnId, pkt: &jute::AuthPacket) {
-        let has_certificate = |c: &Conn| c.identities.iter().any(|i| i.scheme == "x509");
-        if pkt.scheme == "x509" && self.conns.get(&conn).is_some_and(has_certificate) {
-            self.send(conn, reply::header_only(op::XID_AUTH, 0, 0));
+    /// Handles an auth packet, as ZooKeeper's providers do: digest adds
+    /// `digest:user:hash` (and `super` when it matches the super digest) for any bytes,
+    /// read as UTF-8 with U+FFFD for what is not (Java's `new String(authData)` under
+    /// a UTF-8 locale); ip adds the connection's own address, whatever the payload; x509
+    /// succeeds on a connection whose TLS client certificate already made it
+    /// `x509:<DN>` (ZooKeeper's provider re-checks that certificate). Any other scheme
+    /// (sasl, world, super, auth, unknown) is AUTHFAILED and closes the connection. The
+    /// reply carries the request's own xid (normally -4) and zxid 0.
+    pub(super) fn auth(&mut self, conn: ConnId, xid: i32, pkt: &jute::AuthPacket) {
+        let Some(c) = self.conns.get(&conn) else {
             return;
-        }
-        let ok = pkt.scheme == "digest" && std::str::from_utf8(&pkt.auth).is_ok();
-        if !ok {
+        };
+        let ids = match pkt.scheme.as_str() {
+            "digest" => {
+                let digest = acl::digest_id(&jute::codec::java_string(&pkt.auth));
+                let mut ids = Vec::with_capacity(2);
+                if self.settings.super_digest.as_deref() == Some(digest.as_str()) {
+                    ids.push(Id {
+                        scheme: "super".into(),
+                        id: String::new(),
+                    });
+                }
+                ids.push(Id {
+                    scheme: "digest".into(),
+                    id: digest,
+                });
+                Some(ids)
+            }
+            "ip" => Some(vec![Id {
+                scheme: "ip".into(),
+                id: c.addr.ip().to_canonical().to_string(),
+            }]),
+            "x509" if c.identities.iter().any(|i| i.scheme == "x509") => Some(Vec::new()),
+            _ => None,
+        };
+        let Some(ids) = ids else {
             tracing::info!(conn, scheme = %pkt.scheme, "authentication failed");
             self.send(
                 conn,
-                reply::header_only(op::XID_AUTH, 0, ErrorCode::AuthFailed.code()),
+                reply::header_only(xid, 0, ErrorCode::AuthFailed.code()),
             );
             self.close(conn);
             return;
-        }
-        let text = std::str::from_utf8(&pkt.auth).unwrap_or_default();
-        let digest = acl::digest_id(text);
-        let is_super = self.settings.super_digest.as_deref() == Some(digest.as_str());
+        };
         if let Some(c) = self.conns.get_mut(&conn) {
-            let mut add = |id: Id| {
-                if !c.identities.contains(&id) {
-                    c.identities.push(id);
-                }
-            };
-            if is_super {
-                add(Id {
-                    scheme: "super".into(),
-                    id: String::new(),
-                });
+            for id in ids {
+                acl::add_identity(&mut c.identities, id);
             }
-            add(Id {
-                scheme: "digest".into(),
-                id: digest,
-            });
         }
-        self.send(conn, reply::header_only(op::XID_AUTH, 0, 0));
+        self.send(conn, reply::header_only(xid, 0, 0));
     }
 }

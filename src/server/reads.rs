@@ -75,12 +75,13 @@ impl Server {
         let packet = match &req {
             Request::Ping => reply::header_only(op::XID_PING, zxid, 0),
             Request::Auth(pkt) => {
-                self.auth(conn, pkt);
+                self.auth(conn, xid, pkt);
                 return;
             }
             Request::SetWatches(w) => {
                 self.set_watches(conn, w);
-                reply::header_only(op::XID_SET_WATCHES, zxid, 0)
+                // ZooKeeper answers with the request's own xid (normally -8).
+                reply::header_only(xid, zxid, 0)
             }
             Request::Exists(r) => match self.tree.get(&r.path) {
                 Some(node) => {
@@ -246,7 +247,10 @@ impl Server {
                     .encode(b)
                 })
             }
-            Request::Sasl | Request::Unknown(_) => err(ErrorCode::Unimplemented),
+            Request::Sasl | Request::Unknown(_) | Request::Rejected(_) => {
+                self.answer_refused(conn, xid, &req);
+                return;
+            }
             // Writes never reach here; answer defensively rather than panic.
             _ => err(ErrorCode::Unimplemented),
         };

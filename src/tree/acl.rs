@@ -9,7 +9,6 @@ use crate::proto::ErrorCode;
 use base64::Engine;
 use jute::{Acl, Id};
 use sha1::{Digest, Sha1};
-use std::net::IpAddr;
 
 /// `base64(sha1("user:password"))` prefixed with `user:`, the digest scheme's id form.
 pub fn digest_id(user_password: &str) -> String {
@@ -32,41 +31,136 @@ pub fn open_acl() -> Vec<Acl> {
     }]
 }
 
-/// Whether an `ip` scheme ACL expression (`addr` or `addr/bits`) matches `addr`.
-pub fn ip_matches(client: &str, expr: &str) -> bool {
-    let (net, bits) = match expr.split_once('/') {
-        Some((n, b)) => match b.parse::<u32>() {
-            Ok(b) => (n, Some(b)),
-            Err(_) => return false,
-        },
+/// The first code point of each run of ten decimal digits (Unicode category Nd) in the
+/// Basic Multilingual Plane, which Java's `Character.digit(char, 10)` reads as 0-9.
+const DECIMAL_ZEROS: &[u32] = &[
+    0x30, 0x660, 0x6f0, 0x7c0, 0x966, 0x9e6, 0xa66, 0xae6, 0xb66, 0xbe6, 0xc66, 0xce6, 0xd66,
+    0xde6, 0xe50, 0xed0, 0xf20, 0x1040, 0x1090, 0x17e0, 0x1810, 0x1946, 0x19d0, 0x1a80, 0x1a90,
+    0x1b50, 0x1bb0, 0x1c40, 0x1c50, 0xa620, 0xa8d0, 0xa900, 0xa9d0, 0xa9f0, 0xaa50, 0xabf0, 0xff10,
+];
+
+/// Java's `Integer.parseInt(text)`: an optional `+` or `-`, then one or more decimal
+/// digits of any script, within i32. ZooKeeper's ip provider parses octets and mask bits
+/// with it, so `+1`, `007` and Arabic-Indic digits all count.
+fn java_parse_int(text: &str) -> Option<i32> {
+    let (negative, digits) = match text.chars().next()? {
+        '-' => (true, &text[1..]),
+        '+' => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut value: i64 = 0;
+    for c in digits.chars() {
+        let c = c as u32;
+        let digit = DECIMAL_ZEROS
+            .iter()
+            .find(|&&zero| (zero..zero + 10).contains(&c))
+            .map(|zero| c - zero)?;
+        value = value * 10 + digit as i64;
+        if value > i32::MAX as i64 + 1 {
+            return None;
+        }
+    }
+    let value = if negative { -value } else { value };
+    i32::try_from(value).ok()
+}
+
+/// An IPv4 address as ZooKeeper's IPAuthenticationProvider reads one: exactly four
+/// `.`-separated octets, each [`java_parse_int`] in 0..=255. It has no IPv6 form, so an
+/// IPv6 address is not an address to it.
+fn ip_v4_bytes(addr: &str) -> Option<u32> {
+    let parts: Vec<&str> = addr.split('.').collect();
+    if parts.len() != 4 {
+        return None;
+    }
+    let mut out = 0u32;
+    for part in parts {
+        let v = java_parse_int(part).filter(|v| (0..=255).contains(v))?;
+        out = (out << 8) | v as u32;
+    }
+    Some(out)
+}
+
+/// An `ip` ACL expression `addr[/bits]` as (address, prefix bits), or `None` when
+/// ZooKeeper's provider finds it invalid (the bits are everything after the first `/`).
+fn ip_expr(expr: &str) -> Option<(u32, u32)> {
+    let (addr, bits) = match expr.split_once('/') {
+        Some((addr, bits)) => (addr, Some(bits)),
         None => (expr, None),
     };
-    let (Ok(net), Ok(client)) = (net.parse::<IpAddr>(), client.parse::<IpAddr>()) else {
+    let net = ip_v4_bytes(addr)?;
+    let bits = match bits {
+        Some(b) => java_parse_int(b).filter(|b| (0..=32).contains(b))? as u32,
+        None => 32,
+    };
+    Some((net, bits))
+}
+
+/// Whether an `ip` scheme ACL expression (`addr` or `addr/bits`) matches the client
+/// address `client`, as ZooKeeper's IPAuthenticationProvider.matches: IPv4 only.
+pub fn ip_matches(client: &str, expr: &str) -> bool {
+    let (Some((net, bits)), Some(client)) = (ip_expr(expr), ip_v4_bytes(client)) else {
         return false;
     };
-    let (net, client, width) = match (net, client) {
-        (IpAddr::V4(n), IpAddr::V4(c)) => (u32::from(n) as u128, u32::from(c) as u128, 32),
-        (IpAddr::V6(n), IpAddr::V6(c)) => (u128::from(n), u128::from(c), 128),
-        _ => return false,
+    let mask = if bits == 0 {
+        0
+    } else {
+        u32::MAX << (32 - bits)
     };
-    let bits = bits.unwrap_or(width).min(width);
-    if bits == 0 {
-        return true;
-    }
-    let shift = width - bits;
-    (net >> shift) == (client >> shift)
+    net & mask == client & mask
 }
 
 fn ip_valid(expr: &str) -> bool {
-    let (net, bits) = match expr.split_once('/') {
-        Some((n, b)) => (n, b.parse::<u32>().ok()),
-        None => (expr, Some(0)),
-    };
-    match (net.parse::<IpAddr>(), bits) {
-        (Ok(IpAddr::V4(_)), Some(b)) => b <= 32,
-        (Ok(IpAddr::V6(_)), Some(b)) => b <= 128,
-        _ => false,
+    ip_expr(expr).is_some()
+}
+
+/// Whether a digest ACL id has ZooKeeper's `user:hash` form: Java's `id.split(":")`
+/// (which drops trailing empty parts) gives exactly two parts. So `:hash` and `a:b:`
+/// pass, `bob:`, `:` and `a::b` do not.
+fn digest_valid(id: &str) -> bool {
+    let mut parts: Vec<&str> = id.split(':').collect();
+    while parts.last() == Some(&"") {
+        parts.pop();
     }
+    parts.len() == 2
+}
+
+/// Java's `String.hashCode` over the UTF-16 code units of `s`.
+fn java_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, unit| h.wrapping_mul(31).wrapping_add(unit as i32))
+}
+
+/// The bucket an identity falls in within ZooKeeper's per-connection identity set (a
+/// `ConcurrentHashMap` of `table` buckets keyed by the jute-generated `Id.hashCode`).
+fn identity_bucket(id: &Id, table: usize) -> usize {
+    let h = 17i32
+        .wrapping_mul(37)
+        .wrapping_add(java_hash(&id.scheme))
+        .wrapping_mul(37)
+        .wrapping_add(java_hash(&id.id));
+    let spread = ((h ^ ((h as u32) >> 16) as i32) & 0x7fff_ffff) as usize;
+    spread & (table - 1)
+}
+
+/// Adds `id` to a connection's identities unless it is there already, keeping the list
+/// in the order ZooKeeper iterates its identity set, which is the order whoAmI lists
+/// them and an `auth` ACL expands to: by hash bucket (16 buckets, doubling each time
+/// the set reaches three quarters of them), then in the order added. So `digest:bob`
+/// comes before the connection's `ip:127.0.0.1`.
+pub fn add_identity(ids: &mut Vec<Id>, id: Id) {
+    if ids.contains(&id) {
+        return;
+    }
+    ids.push(id);
+    let mut table = 16;
+    while ids.len() >= table * 3 / 4 {
+        table *= 2;
+    }
+    // Stable: ids in one bucket stay in the order they were added.
+    ids.sort_by_key(|i| identity_bucket(i, table));
 }
 
 /// Splits `text` on the separators that are neither backslash-escaped nor inside
@@ -161,7 +255,7 @@ pub fn check(acl: &[Acl], perm: i32, identities: &[Id]) -> Result<(), ErrorCode>
             who.scheme == a.id.scheme
                 && match a.id.scheme.as_str() {
                     "ip" => ip_matches(&who.id, &a.id.id),
-                    "digest" | "x509" | "sasl" => who.id == a.id.id,
+                    "digest" | "x509" => who.id == a.id.id,
                     _ => false,
                 }
         });
@@ -172,49 +266,56 @@ pub fn check(acl: &[Acl], perm: i32, identities: &[Id]) -> Result<(), ErrorCode>
     Err(ErrorCode::NoAuth)
 }
 
-/// Turns a client's ACL list into the one stored: `auth` entries become the
-/// connection's authenticated identities, duplicates are dropped, and every entry must
-/// name a known scheme with a valid id.
+/// Turns a client's ACL list into the one stored, as ZooKeeper's
+/// PrepRequestProcessor.fixupACL: duplicates in the list are dropped first, then
+/// `auth` entries become the connection's authenticated identities (in the
+/// connection's identity order; two `auth` entries may so expand to equal ones, which
+/// stay), and every other entry must name a loaded provider with a valid id: `world`
+/// only as `anyone`, `digest` as `user:hash`, `ip` as IPv4 `addr[/bits]`, `x509` as a
+/// distinguished name (keel takes x509 ids without a secure port; see the README).
+/// `sasl` and `super` have no provider here (SASL is not enabled). Perms are not
+/// checked.
 ///
 /// Errors: INVALIDACL for an empty list, an unknown scheme, a malformed id, or `auth`
 /// with no authenticated identity.
 pub fn fixup(acl: &[Acl], identities: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
-    if acl.is_empty() {
+    let mut unique: Vec<&Acl> = Vec::with_capacity(acl.len());
+    for a in acl {
+        if !unique.contains(&a) {
+            unique.push(a);
+        }
+    }
+    if unique.is_empty() {
         return Err(ErrorCode::InvalidAcl);
     }
-    let mut out: Vec<Acl> = Vec::with_capacity(acl.len());
-    let push = |a: Acl, out: &mut Vec<Acl>| {
-        if !out.contains(&a) {
-            out.push(a);
-        }
-    };
-    for a in acl {
-        match a.id.scheme.as_str() {
-            "world" if a.id.id == "anyone" => push(a.clone(), &mut out),
+    let mut out: Vec<Acl> = Vec::with_capacity(unique.len());
+    for a in unique {
+        let valid = match a.id.scheme.as_str() {
+            "world" => a.id.id == "anyone",
             "auth" => {
-                let mut any = false;
+                let before = out.len();
                 for who in identities {
-                    if matches!(who.scheme.as_str(), "digest" | "x509" | "sasl") {
-                        any = true;
-                        push(
-                            Acl {
-                                perms: a.perms,
-                                id: who.clone(),
-                            },
-                            &mut out,
-                        );
+                    if matches!(who.scheme.as_str(), "digest" | "x509") {
+                        out.push(Acl {
+                            perms: a.perms,
+                            id: who.clone(),
+                        });
                     }
                 }
-                if !any {
+                if out.len() == before {
                     return Err(ErrorCode::InvalidAcl);
                 }
+                continue;
             }
-            "digest" if a.id.id.split(':').count() == 2 => push(a.clone(), &mut out),
-            "ip" if ip_valid(&a.id.id) => push(a.clone(), &mut out),
-            "x509" if x509_valid(&a.id.id) => push(a.clone(), &mut out),
-            "sasl" => push(a.clone(), &mut out),
-            _ => return Err(ErrorCode::InvalidAcl),
+            "digest" => digest_valid(&a.id.id),
+            "ip" => ip_valid(&a.id.id),
+            "x509" => x509_valid(&a.id.id),
+            _ => false,
+        };
+        if !valid {
+            return Err(ErrorCode::InvalidAcl);
         }
+        out.push(a.clone());
     }
     Ok(out)
 }
@@ -253,6 +354,111 @@ mod tests {
         assert!(ip_matches("127.0.0.9", "127.0.0.0/24"));
         assert!(!ip_matches("127.0.1.9", "127.0.0.0/24"));
         assert!(!ip_matches("127.0.0.1", "bad"));
+        assert!(ip_matches("127.0.0.1", "127.000.000.001"));
+        assert!(ip_matches("127.0.0.1", "10.0.0.0/0"));
+        assert!(!ip_matches("127.0.0.1", "127.0.0.2/31"));
+        assert!(ip_matches("127.0.0.3", "127.0.0.2/+31"));
+    }
+
+    #[test]
+    fn ids_valid_as_zookeepers_providers() {
+        // Java's Integer.parseInt: signs, leading zeros and other scripts' digits.
+        for ok in [
+            "127.0.0.1",
+            "127.0.0.1/0",
+            "127.0.0.1/32",
+            "127.0.0.1/+8",
+            "127.0.0.1/08",
+            "127.000.000.001",
+            "+127.0.0.1",
+            "-0.0.0.0",
+            "\u{661}.2.3.4",
+        ] {
+            assert!(ip_valid(ok), "{ok}");
+        }
+        for bad in [
+            "127.0.0.1/33",
+            "127.0.0.1/-1",
+            "127.0.0.1/",
+            "127.0.0.1/32/1",
+            "127.0.0.256",
+            "127.0.0",
+            "1.2.3.4.",
+            " 1.2.3.4",
+            "::1",
+            "::1/128",
+            "::ffff:127.0.0.1",
+            "fe80::1",
+            "",
+            "localhost",
+        ] {
+            assert!(!ip_valid(bad), "{bad}");
+        }
+        for ok in ["bob:hash", ":hash", "a:b:", "a:b::"] {
+            assert!(digest_valid(ok), "{ok}");
+        }
+        for bad in ["bob:", ":", "", "bob", "a:b:c", "a::", "a::b"] {
+            assert!(!digest_valid(bad), "{bad}");
+        }
+        let one = |scheme: &str, ident: &str| {
+            fixup(
+                &[Acl {
+                    perms: 31,
+                    id: id(scheme, ident),
+                }],
+                &[],
+            )
+        };
+        assert!(one("world", "anyone").is_ok());
+        for (scheme, ident) in [
+            ("world", ""),
+            ("world", "Anyone"),
+            ("sasl", "bob"),
+            ("super", ""),
+            ("WORLD", "anyone"),
+            ("", "x"),
+        ] {
+            assert_eq!(
+                one(scheme, ident),
+                Err(ErrorCode::InvalidAcl),
+                "{scheme}:{ident}"
+            );
+        }
+    }
+
+    #[test]
+    fn identities_in_zookeepers_set_order() {
+        // Orders measured with whoAmI on ZooKeeper 3.8.
+        let mut ids = vec![id("ip", "127.0.0.1")];
+        add_identity(&mut ids, id("digest", "alice:V55/p2T0OpjQ+low3NVAH4aLvm0="));
+        add_identity(&mut ids, id("digest", "bob:ikIaKsbtGweaHnb/jKn7OHqbunM="));
+        add_identity(&mut ids, id("digest", "bob:ikIaKsbtGweaHnb/jKn7OHqbunM="));
+        let names: Vec<String> = ids.iter().map(user_name).collect();
+        assert_eq!(names, ["bob", "127.0.0.1", "alice"]);
+        let mut ids = vec![id("ip", "127.0.0.1")];
+        add_identity(&mut ids, id("super", ""));
+        add_identity(&mut ids, id("digest", "super:D/InIHSb7yEEbrWz8b9l71RjZJU="));
+        add_identity(&mut ids, id("digest", "zed:j0KlZkOm2mvZ0jqdPTkbv3EkIts="));
+        let schemes: Vec<&str> = ids.iter().map(|i| i.scheme.as_str()).collect();
+        // super and zed share a bucket: the one added first stays first.
+        assert_eq!(schemes, ["super", "digest", "ip", "digest"]);
+        assert_eq!(user_name(&ids[1]), "zed");
+    }
+
+    #[test]
+    fn auth_expands_after_duplicates_are_dropped() {
+        let bob = id("digest", "bob:h");
+        let auth = |perms: i32, ident: &str| Acl {
+            perms,
+            id: id("auth", ident),
+        };
+        let fixed = fixup(
+            &[auth(31, ""), auth(31, "x"), auth(31, "")],
+            std::slice::from_ref(&bob),
+        )
+        .unwrap();
+        assert_eq!(fixed.len(), 2);
+        assert!(fixed.iter().all(|a| a.id == bob));
     }
 
     #[test]

@@ -105,9 +105,11 @@ impl DataTree {
         }
     }
 
-    /// The znode at `path`.
+    /// The znode at `path`. The empty path is the root, as in ZooKeeper's DataTree,
+    /// which holds the root under both "" and "/" (so reads of "" answer for the root;
+    /// writes never get here with it, their path check refuses it).
     pub fn get(&self, path: &str) -> Option<ZnodeRef<'_>> {
-        self.nodes.get(path.as_bytes())
+        self.nodes.get(path::root_alias(path).as_bytes())
     }
 
     /// The ACL `node` carries.
@@ -122,7 +124,7 @@ impl DataTree {
 
     /// The child names of `path`, in name order (nothing if it has no znode).
     pub fn children(&self, path: &str) -> Children<'_> {
-        Children::new(&self.nodes, path)
+        Children::new(&self.nodes, path::root_alias(path))
     }
 
     /// Number of znodes, the system nodes included.
@@ -160,12 +162,14 @@ impl DataTree {
         &self.ttls
     }
 
-    /// Number of znodes strictly below `path`.
+    /// Number of znodes strictly below `path`. For the empty path, one more: ZooKeeper
+    /// counts the keys that start with `path + "/"`, which for "" takes in "/" itself.
     pub fn descendant_count(&self, path: &str) -> usize {
         if self.get(path).is_none() {
             return 0;
         }
-        children::subtree(&self.nodes, path).count()
+        let below = children::subtree(&self.nodes, path::root_alias(path)).count();
+        below + usize::from(path.is_empty())
     }
 
     /// Applies `f` to the znode at `path`; `None` if there is none. The znode is copied

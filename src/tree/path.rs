@@ -2,7 +2,10 @@
 
 /// Whether `path` is a valid znode path: absolute, no empty, "." or ".." segments, no
 /// trailing slash (except "/" itself, or when `sequential` appends a suffix), no null
-/// or control characters. Violations are answered with BADARGUMENTS.
+/// or control characters, and nothing ZooKeeper's PathUtils.validatePath refuses in
+/// its UTF-16 view: U+0001-U+001F, U+007F-U+009F, U+D800-U+F8FF, U+FFF0-U+FFFF, and
+/// every character outside the Basic Multilingual Plane (Java holds it as a surrogate
+/// pair, which falls in U+D800-U+DFFF). Violations are answered with BADARGUMENTS.
 pub fn is_valid(path: &str, sequential: bool) -> bool {
     let owned;
     let path = if sequential {
@@ -32,7 +35,18 @@ pub fn is_valid(path: &str, sequential: bool) -> bool {
             || (0x7f..=0x9f).contains(&c)
             || (0xd800..=0xf8ff).contains(&c)
             || (0xfff0..=0xffff).contains(&c)
+            || c > 0xffff
     })
+}
+
+/// The path a lookup uses: the empty path is the root (ZooKeeper's DataTree keeps the
+/// root under "" as well as "/").
+pub fn root_alias(path: &str) -> &str {
+    if path.is_empty() {
+        "/"
+    } else {
+        path
+    }
 }
 
 /// Splits an absolute path into (parent, last segment); the root's parent is "".
@@ -73,6 +87,20 @@ mod tests {
             "", "a", "/a/", "//", "/a//b", "/.", "/a/..", "/a/./b", "/a\u{0}b", "/\u{1f}",
         ] {
             assert!(!is_valid(bad, false), "{bad:?}");
+        }
+        // Outside the BMP (a surrogate pair in Java), U+FFFD (what invalid UTF-8
+        // decodes to), private use: refused; the rest of the BMP is fine.
+        for bad in [
+            "/a\u{10000}",
+            "/\u{1f600}",
+            "/\u{10ffff}",
+            "/\u{fffd}",
+            "/\u{e000}",
+        ] {
+            assert!(!is_valid(bad, false), "{bad:?}");
+        }
+        for ok in ["/\u{a0}", "/\u{d7ff}", "/\u{f900}", "/\u{ffef}", "/é"] {
+            assert!(is_valid(ok, false), "{ok:?}");
         }
         assert!(is_valid("/a/", true));
         assert!(!is_valid("/a//", true));
