@@ -461,11 +461,13 @@ impl Worker {
         let mut ok = matches!(results[0], OpResult::Check);
         for ((path, data), r) in creates.into_iter().zip(&results[1..4]) {
             match r {
+                // A create in a multi answers with its path only (as ZooKeeper's);
+                // the node's Stat is checked against the model when it is read back.
                 OpResult::Create { path: p, stat }
                     if *p == path
-                        && stat.czxid == zxid
-                        && stat.mzxid == zxid
-                        && stat.version == 0 =>
+                        && stat.as_ref().is_none_or(|s| {
+                            s.czxid == zxid && s.mzxid == zxid && s.version == 0
+                        }) =>
                 {
                     self.insert(
                         path,

@@ -197,7 +197,7 @@ fn create_op(path: &str, flags: i32) -> CreateOp {
         data: Some(Bytes::from_static(b"d")),
         acl: keel::tree::acl::open_acl(),
         flags,
-        ttl_ms: 0,
+        ttl_ms: None,
     }
 }
 

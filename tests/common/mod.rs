@@ -13,9 +13,9 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use jute::{
     Acl, CheckVersionRequest, ConnectRequest, ConnectResponse, Create2Response, CreateRequest,
-    Decoder, DeleteRequest, ErrorResponse, GetChildrenResponse, GetDataResponse, Id, MultiHeader,
-    PathWatchRequest, Record, ReplyHeader, RequestHeader, SetDataRequest, SetWatches, Stat,
-    StatResponse, WatcherEvent,
+    CreateResponse, Decoder, DeleteRequest, ErrorResponse, GetChildrenResponse, GetDataResponse,
+    Id, MultiHeader, PathWatchRequest, Record, ReplyHeader, RequestHeader, SetDataRequest,
+    SetWatches, Stat, StatResponse, WatcherEvent,
 };
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -46,6 +46,7 @@ mod op {
     pub const PING: i32 = 11;
     pub const CHECK: i32 = 13;
     pub const MULTI: i32 = 14;
+    pub const CREATE: i32 = 1;
     pub const CREATE2: i32 = 15;
     pub const CLOSE_SESSION: i32 = -11;
     pub const SET_WATCHES: i32 = 101;
@@ -107,9 +108,12 @@ pub enum Op {
 /// One result of a multi, in op order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OpResult {
+    /// A create's path, and its Stat when the result is type 15 (a createContainer or
+    /// createTTL in a multi); ZooKeeper answers other creates in a multi, create2
+    /// included, with type 1 and the path only.
     Create {
         path: String,
-        stat: Stat,
+        stat: Option<Stat>,
     },
     SetData(Stat),
     Check,
@@ -481,9 +485,13 @@ impl Client {
                     let r: Create2Response = decode(&mut d);
                     OpResult::Create {
                         path: r.path,
-                        stat: r.stat,
+                        stat: Some(r.stat),
                     }
                 }
+                op::CREATE => OpResult::Create {
+                    path: decode::<CreateResponse>(&mut d).path,
+                    stat: None,
+                },
                 op::SET_DATA => OpResult::SetData(decode::<StatResponse>(&mut d).stat),
                 op::CHECK => OpResult::Check,
                 op::DELETE => OpResult::Delete,
