@@ -262,6 +262,7 @@ class Conn:
 
     def __init__(self, addr, transcript, name="c", timeout_s=10.0):
         host, port = addr
+        self.addr = addr
         self.sock = socket.create_connection((host, port), timeout=timeout_s)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.t, self.name = transcript, name
@@ -372,11 +373,23 @@ class Conn:
     def close_session(self):
         """Ends this connection's session (closeSession, then waits for the close) so
         it does not expire later and take a zxid in another case; nothing recorded."""
-        if self.closed or self.session_id == 0:
+        if self.session_id == 0:
             return
         keep, self.t = self.t, Transcript()
-        self.send((0x7ffffff0, CLOSE_SESSION, b""))
-        self.wait_closed(2.0)
+        if self.closed:
+            # The server closed this connection but the session may live on (an
+            # unknown opcode closes the connection, not the session): resume it on a
+            # new connection and close it there. A session already gone is answered
+            # with timeout 0 and uses no zxid.
+            again = Conn(self.addr, Transcript(), self.name)
+            again.handshake(session_id=self.session_id, passwd=self.passwd)
+            if again.session_id == self.session_id and not again.closed:
+                again.send((0x7ffffff0, CLOSE_SESSION, b""))
+                again.wait_closed(2.0)
+            again.close()
+        else:
+            self.send((0x7ffffff0, CLOSE_SESSION, b""))
+            self.wait_closed(2.0)
         self.t = keep
 
     def drain(self, timeout_s=5.0):
