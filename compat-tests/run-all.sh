@@ -29,6 +29,7 @@ suite rust cargo test --release --locked --workspace
 suite zkcli-differential bash "$HERE/zkcli/run.sh" zk keel
 suite raw-differential bash "$HERE/rawdiff/run.sh"
 suite java-client bash "$HERE/javaclient/run.sh"
+suite sequential-wrap bash "$HERE/seqwrap/run.sh"
 suite admin-differential bash "$HERE/admin/run.sh"
 suite metrics bash "$HERE/admin/metrics.sh"
 suite c-client bash "$HERE/cclient/run.sh" keel
