@@ -365,6 +365,10 @@ pub struct Config {
     /// `zookeeper.X509AuthenticationProvider.superUser`: the subject DN (RFC 2253, as
     /// Java prints it) of a client certificate that passes every ACL check.
     pub x509_super_user: Option<String>,
+    /// The JVM property `java.security.auth.login.config`: a JAAS file, with which
+    /// ZooKeeper runs a SASL server for its clients. keel has none yet (issue 19), so
+    /// with it set a sasl request is refused instead of answered as SASL-off.
+    pub jaas_login_config: Option<String>,
     /// `maxClientCnxns`: connections allowed per client IP (60; 0 = unlimited).
     pub max_client_cnxns: u32,
     /// `minSessionTimeout` in ms; 2 x tickTime when not given or -1 (ZooKeeper's rule,
@@ -465,6 +469,7 @@ impl Default for Config {
             secure_client_port_address: None,
             ssl: SslConfig::default(),
             x509_super_user: None,
+            jaas_login_config: None,
             max_client_cnxns: 60,
             min_session_timeout_ms: ticks_ms(tick_time_ms, 2),
             max_session_timeout_ms: ticks_ms(tick_time_ms, 20),
@@ -555,7 +560,11 @@ const PASS_THROUGH_KEYS: &[&str] = &[
 
 /// Settings ZooKeeper reads only as JVM properties of exactly this name; keel also takes
 /// them as zoo.cfg keys (PROTOCOL.md).
-const JVM_ONLY_KEYS: &[&str] = &["jute.maxbuffer", "znode.container.checkIntervalMs"];
+const JVM_ONLY_KEYS: &[&str] = &[
+    "jute.maxbuffer",
+    "znode.container.checkIntervalMs",
+    "java.security.auth.login.config",
+];
 
 /// Values collected while reading the file that only become fields once every line has
 /// been seen (defaults that depend on other keys, pairs checked together).
@@ -884,6 +893,7 @@ impl Config {
             "X509AuthenticationProvider.superUser" => {
                 self.x509_super_user = Some(value.to_string())
             }
+            "java.security.auth.login.config" => self.jaas_login_config = Some(value.to_string()),
             _ if key.starts_with("ssl.") => return self.ssl.apply(key, value),
             "jute.maxbuffer" => {
                 self.jute_max_buffer = value.parse::<usize>().map_err(|_| not_integer(value))?;

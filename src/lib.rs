@@ -49,5 +49,6 @@ pub fn server_settings(config: &config::Config) -> server::Settings {
         reconfig_enabled: config.reconfig_enabled,
         durable: true,
         snap_count: config.snap_count,
+        sasl_expected: config.jaas_login_config.is_some(),
     }
 }

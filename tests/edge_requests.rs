@@ -26,6 +26,7 @@ fn server() -> Server {
         reconfig_enabled: false,
         durable: false,
         snap_count: 0,
+        sasl_expected: false,
     };
     Server::new(settings, 0, T0, 7)
 }

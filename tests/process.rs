@@ -150,8 +150,16 @@ fn malformed_records_are_refused_and_oversized_packets_close_only_their_connecti
     // MARSHALLINGERROR and keeps the connection (measured; rawdiff cases opcodes.py).
     let body = read_frame(&mut bad).unwrap();
     let header = ReplyHeader::decode(&mut Decoder::new(&body)).unwrap();
-    assert_eq!((header.xid, header.err), (1, -5), "MARSHALLINGERROR for xid 1");
-    assert_eq!(create(&mut bad, 2, "/after-bad", vec![]).err, 0, "connection kept");
+    assert_eq!(
+        (header.xid, header.err),
+        (1, -5),
+        "MARSHALLINGERROR for xid 1"
+    );
+    assert_eq!(
+        create(&mut bad, 2, "/after-bad", vec![]).err,
+        0,
+        "connection kept"
+    );
 
     // A frame longer than jute.maxbuffer (0xfffff).
     let mut big = session(keel.port);

@@ -40,6 +40,7 @@ fn settings() -> Settings {
         reconfig_enabled: false,
         durable: true,
         snap_count: 0,
+        sasl_expected: false,
     }
 }
 

@@ -26,6 +26,7 @@ fn settings() -> Settings {
         reconfig_enabled: false,
         durable: false,
         snap_count: 0,
+        sasl_expected: false,
     }
 }
 

@@ -110,6 +110,10 @@ pub struct Settings {
     pub durable: bool,
     /// `snapCount`: txns between snapshots (0 = never).
     pub snap_count: u64,
+    /// Whether ZooKeeper would run a SASL server here (a JAAS login config is set):
+    /// keel, which has none yet, then answers sasl UNIMPLEMENTED instead of SASL-off's
+    /// OK with a null token, on which a SASL client would wait for a challenge forever.
+    pub sasl_expected: bool,
 }
 
 /// Per-connection figures for `cons` and `stat`.

@@ -27,6 +27,9 @@ impl Server {
                 self.close(conn);
                 return;
             }
+            Request::Sasl if self.settings.sasl_expected => {
+                reply::header_only(xid, zxid, ErrorCode::Unimplemented.code())
+            }
             Request::Sasl => reply::frame(|b| {
                 ReplyHeader {
                     xid,

@@ -547,6 +547,7 @@ mod tests {
             reconfig_enabled: false,
             durable: true,
             snap_count: 0,
+            sasl_expected: false,
         };
         let mut s = Server::new(settings, 0, t0, 1);
         let addr = "127.0.0.1:5000".parse().unwrap();
