@@ -12,7 +12,10 @@
 //! - [`session`]: the session table and expiry in tick buckets (time is an input).
 //! - [`watch`]: one-shot, persistent and recursive watches.
 //! - [`server`]: the request pipeline over the state machine (prep, apply, reads).
-//! - [`net`]: tokio listener and connections; the only layer that does I/O.
+//! - [`net`]: tokio listeners and connections, the storage thread; the only layer that
+//!   does I/O, and it only moves bytes.
+//! - [`member`]: one member process wired up (start-up, recovery, the core task that owns
+//!   the state machine), above `net` and `admin`, as ZooKeeper's QuorumPeerMain.
 //! - [`storage`]: what lives in dataDir and dataLogDir: the txn log (keel's own segment
 //!   files), snapshots and metadata (RocksDB).
 //! - [`zab`]: the sans-I/O Zab core (election, discovery, sync, broadcast) and the
@@ -25,6 +28,7 @@ pub mod admin;
 pub mod config;
 pub mod import;
 pub mod logging;
+pub mod member;
 pub mod net;
 pub mod proto;
 pub mod server;

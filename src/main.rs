@@ -199,7 +199,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(keel::net::listener::run(config, shutdown_signal()));
+    let result = runtime.block_on(keel::member::run(config, shutdown_signal()));
     // Connections may still be open: do not wait for their tasks.
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     match result {

@@ -15,8 +15,8 @@
 
 use super::json;
 use super::BoundedListener;
+use crate::admin::core_handle::CoreHandle;
 use crate::config::Config;
-use crate::net::listener::CoreHandle;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, Method, Request, StatusCode};

@@ -99,7 +99,7 @@ pub struct AdminView {
 }
 
 /// Gathers an [`AdminView`] of `server`; runs on the core task (see
-/// `net::listener::CoreHandle::query`), so it must stay quick.
+/// `admin::core_handle::CoreHandle::query`), so it must stay quick.
 pub fn gather(server: &Server, config: &Config) -> AdminView {
     let snap = snapshot::build(server, config);
     AdminView {

@@ -23,8 +23,8 @@
 use super::fourlw::{java_double, mntr_entries, mntr_metric_names, MntrKind, MntrValue};
 use super::snapshot;
 use super::BoundedListener;
+use crate::admin::core_handle::CoreHandle;
 use crate::config::Config;
-use crate::net::listener::CoreHandle;
 use crate::server::stats::SummaryStat;
 use crate::server::Server;
 use axum::body::Body;

@@ -6,18 +6,20 @@
 //! - [`json`]: the AdminServer's commands and their JSON bodies.
 //! - [`http`]: the AdminServer endpoint (`admin.*` keys).
 //! - [`metrics`]: the Prometheus `/metrics` endpoint (`metricsProvider.*` keys).
+//! - [`core_handle`]: how both endpoints reach the state machine on the core task.
 //!
 //! [`Endpoints`] binds both HTTP endpoints at start-up, in ZooKeeper's order and with its
 //! failure behaviour, and serves them once the core task runs.
 
+pub mod core_handle;
 pub mod fourlw;
 pub mod http;
 pub mod json;
 pub mod metrics;
 pub mod snapshot;
 
+use crate::admin::core_handle::CoreHandle;
 use crate::config::Config;
-use crate::net::listener::CoreHandle;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
