@@ -7,28 +7,15 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use jute::{ConnectRequest, Decoder, Record, ReplyHeader};
 use keel::proto::{opcode as op, wire};
-use keel::server::prep::PrepSettings;
-use keel::server::{Input, Outbound, Server, Settings};
+use keel::server::{Input, Outbound, Server};
+
+#[path = "support/sansio.rs"]
+mod sansio;
 
 const T0: i64 = 1_700_000_000_000;
 
 fn server() -> Server {
-    let settings = Settings {
-        tick_ms: 2000,
-        min_session_timeout_ms: 4000,
-        max_session_timeout_ms: 40000,
-        super_digest: Some(keel::tree::acl::digest_id("super:test")),
-        prep: PrepSettings {
-            extended_types: true,
-            enforce_quota: false,
-        },
-        container_check_interval_ms: 1000,
-        reconfig_enabled: false,
-        durable: false,
-        snap_count: 0,
-        sasl_expected: false,
-    };
-    Server::new(settings, 0, T0, 7)
+    Server::new(sansio::settings(), 0, T0, 7)
 }
 
 /// What the server sent one connection: packets (without their length) and closes.

@@ -10,9 +10,8 @@ use jute::*;
 use keel::proto::opcode as op;
 use keel::proto::request::{CreateOp, MultiOp};
 use keel::proto::Request;
-use keel::server::prep::PrepSettings;
 use keel::server::txn::{Txn, TxnOp};
-use keel::server::{recovery, Input, Outbound, Server, Settings, StorageOp};
+use keel::server::{recovery, Input, Outbound, Server, StorageOp};
 use keel::session::SessionTracker;
 use keel::storage::mem::MemStorage;
 use keel::storage::{LogEntry, Storage};
@@ -21,28 +20,12 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 mod common;
+#[path = "support/sansio.rs"]
+mod sansio;
 use common::{connect_request, frame, read_frame, Client, CreateMode, Keel, KeelOptions};
 
 const T0: i64 = 1_700_000_000_000;
 const EPHEMERAL: i32 = 1;
-
-fn settings() -> Settings {
-    Settings {
-        tick_ms: 2000,
-        min_session_timeout_ms: 4000,
-        max_session_timeout_ms: 40000,
-        super_digest: None,
-        prep: PrepSettings {
-            extended_types: true,
-            enforce_quota: false,
-        },
-        container_check_interval_ms: 1000,
-        reconfig_enabled: false,
-        durable: true,
-        snap_count: 0,
-        sasl_expected: false,
-    }
-}
 
 /// What one connection received, as its client sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,7 +47,7 @@ struct H {
 impl H {
     fn new() -> H {
         H {
-            server: Server::new(settings(), 0, T0, 7),
+            server: Server::new(sansio::logged_settings(), 0, T0, 7),
             now: T0,
             got: Default::default(),
         }
@@ -500,7 +483,7 @@ fn open_close(sid: i64, zxid: i64) -> [Txn; 2] {
 }
 
 fn recover(store: &MemStorage) -> (Server, recovery::RecoveryStats) {
-    Server::recover(settings(), store, Path::new("mem"), T0, 1).expect("recover")
+    Server::recover(sansio::logged_settings(), store, Path::new("mem"), T0, 1).expect("recover")
 }
 
 /// Logs the server's queued txns in `store`, as the runtime does.
@@ -723,8 +706,14 @@ fn real_process_removes_a_stored_orphan_at_start_and_logs_it() {
                 true,
             )
             .unwrap();
-        let (mut server, _) =
-            Server::recover(settings(), &store, Path::new("keel-db"), T0, 1).unwrap();
+        let (mut server, _) = Server::recover(
+            sansio::logged_settings(),
+            &store,
+            Path::new("keel-db"),
+            T0,
+            1,
+        )
+        .unwrap();
         let acl = std::sync::Arc::new(keel::tree::acl::open_acl());
         server
             .tree

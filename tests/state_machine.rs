@@ -6,50 +6,14 @@ use jute::*;
 use keel::proto::opcode as op;
 use keel::proto::request::CreateOp;
 use keel::proto::Request;
-use keel::server::prep::PrepSettings;
-use keel::server::{Input, Outbound, Server, Settings, StorageOp};
+use keel::server::{Input, Server, StorageOp};
 use proptest::prelude::*;
 
+#[path = "support/sansio.rs"]
+mod sansio;
+use sansio::{connected, decode, new_session, settings, Got};
+
 const T0: i64 = 1_700_000_000_000;
-
-fn settings() -> Settings {
-    Settings {
-        tick_ms: 2000,
-        min_session_timeout_ms: 4000,
-        max_session_timeout_ms: 40000,
-        super_digest: Some(keel::tree::acl::digest_id("super:test")),
-        prep: PrepSettings {
-            extended_types: true,
-            enforce_quota: false,
-        },
-        container_check_interval_ms: 1000,
-        reconfig_enabled: false,
-        durable: false,
-        snap_count: 0,
-        sasl_expected: false,
-    }
-}
-
-/// A decoded packet the server sent.
-#[derive(Debug, Clone, PartialEq)]
-enum Got {
-    Reply {
-        xid: i32,
-        zxid: i64,
-        err: i32,
-        body: Bytes,
-    },
-    Event {
-        event_type: i32,
-        path: String,
-    },
-    Connected {
-        session_id: i64,
-        timeout_ms: i32,
-        passwd: Bytes,
-    },
-    Close,
-}
 
 struct Harness {
     server: Server,
@@ -68,7 +32,7 @@ impl Harness {
         let mut got = Vec::new();
         for (c, o) in self.server.drain_outbox() {
             assert_eq!(c, conn, "output for an unexpected connection");
-            got.push(decode(o, &mut got.is_empty()));
+            got.push(decode(o));
         }
         got
     }
@@ -77,33 +41,14 @@ impl Harness {
         self.server
             .drain_outbox()
             .into_iter()
-            .map(|(c, o)| (c, decode(o, &mut false)))
+            .map(|(c, o)| (c, decode(o)))
             .collect()
     }
 
     /// Opens a connection and a new session on it.
     fn connect(&mut self, conn: u64, timeout_ms: i32) -> (i64, Bytes) {
-        self.server.handle(
-            self.now,
-            Input::Connected {
-                conn,
-                addr: "127.0.0.1:5000".parse().unwrap(),
-            },
-        );
-        self.server.handle(
-            self.now,
-            Input::Handshake {
-                conn,
-                req: ConnectRequest {
-                    protocol_version: 0,
-                    last_zxid_seen: 0,
-                    time_out_ms: timeout_ms,
-                    session_id: 0,
-                    passwd: Bytes::from_static(&[0; 16]),
-                    read_only: false,
-                },
-            },
-        );
+        self.server.handle(self.now, connected(conn));
+        self.server.handle(self.now, new_session(conn, timeout_ms));
         match self.out(conn).as_slice() {
             [Got::Connected {
                 session_id, passwd, ..
@@ -142,39 +87,6 @@ impl Harness {
         });
         self.request(conn, xid, opcode, req);
         self.out(conn)
-    }
-}
-
-fn decode(o: Outbound, first: &mut bool) -> Got {
-    let _ = first;
-    let Outbound::Packet(p) = o else {
-        return Got::Close;
-    };
-    let body = &p[4..];
-    // A ConnectResponse is 4 + 4 + 8 + 4 + 16 + 1 = 37 bytes; a reply header is 16.
-    if body.len() == 37 {
-        if let Ok(r) = decode_all::<ConnectResponse>(body) {
-            return Got::Connected {
-                session_id: r.session_id,
-                timeout_ms: r.time_out_ms,
-                passwd: r.passwd,
-            };
-        }
-    }
-    let mut d = Decoder::new(body);
-    let h = ReplyHeader::decode(&mut d).unwrap();
-    if h.xid == -1 {
-        let e = WatcherEvent::decode(&mut d).unwrap();
-        return Got::Event {
-            event_type: e.event_type,
-            path: e.path,
-        };
-    }
-    Got::Reply {
-        xid: h.xid,
-        zxid: h.zxid,
-        err: h.err,
-        body: Bytes::copy_from_slice(d.remaining()),
     }
 }
 

@@ -14,6 +14,7 @@
 //! Every `snap_count` txns a fuzzy snapshot is written in steps between inputs.
 
 pub mod apply;
+pub mod member;
 pub mod prep;
 pub mod reads;
 pub mod recovery;
@@ -29,6 +30,7 @@ use crate::tree::{acl, DataTree};
 use crate::watch::{ConnId, WatchManager};
 use bytes::Bytes;
 use jute::{ConnectRequest, ConnectResponse, Id};
+pub use member::{Forwarded, Role};
 use prep::{Prep, PrepSettings};
 use rand::{rngs::StdRng, RngCore, SeedableRng};
 use rustc_hash::FxHashMap as HashMap;
@@ -62,8 +64,21 @@ pub enum Input {
     Disconnected { conn: ConnId },
     /// Time passed: expire sessions, reap containers and TTL nodes.
     Tick,
-    /// Every txn up to this zxid is durable.
+    /// Every txn up to this zxid is committed: standalone, durable in the txn log; on a
+    /// leader, Zab's commit (a quorum has it durable). The server's own proposals up to
+    /// it apply.
     Durable { zxid: i64 },
+    /// Play this part from now on (see [`Role`]; the runtime follows Zab's role
+    /// changes).
+    Role(Role),
+    /// Leader: a learner forwarded its client's request.
+    Remote(Forwarded),
+    /// Leader: sessions a learner's clients touched (from its PING reply).
+    Touched { sessions: Vec<i64> },
+    /// A txn Zab committed that this server did not propose itself (a learner's view
+    /// of every write; on a new leader, txns of the old epoch committed at sync): apply
+    /// it in zxid order and answer the client that waits for it here.
+    Apply(Txn),
 }
 
 /// What the server asks the storage layer to do, in order.
@@ -155,6 +170,8 @@ pub struct Conn {
 enum Queued {
     /// A proposed txn; its reply goes out when it applies.
     Txn(i64),
+    /// A write a learner forwarded to the leader; answered when its txn applies.
+    Forwarded,
     /// A read waiting for the writes before it.
     Read {
         xid: i32,
@@ -234,6 +251,16 @@ pub struct Server {
     snapshot: Option<SnapshotProgress>,
     /// Set while recovery replays the log: apply is lenient (see `recovery`).
     replaying: bool,
+    /// The part this server plays in its ensemble.
+    role: Role,
+    /// Learner: requests for the leader, in order.
+    forwards: Vec<Forwarded>,
+    /// Learner: who waits for the txn of each forwarded request.
+    awaiting: HashMap<member::AwaitKey, Origin>,
+    /// Learner: new sessions whose createSession is forwarded: connection, timeout.
+    awaiting_sessions: HashMap<i64, (ConnId, i32)>,
+    /// Learner: sessions touched since the leader was last told.
+    touched: rustc_hash::FxHashSet<i64>,
 }
 
 impl Server {
@@ -266,6 +293,11 @@ impl Server {
             txns_since_snapshot: 0,
             snapshot: None,
             replaying: false,
+            role: Role::Standalone,
+            forwards: Vec::new(),
+            awaiting: HashMap::default(),
+            awaiting_sessions: HashMap::default(),
+            touched: Default::default(),
         }
     }
 
@@ -371,12 +403,26 @@ impl Server {
                     }
                 }
             }
+            Input::Role(role) => self.set_role(role),
+            Input::Remote(fwd) => self.remote(fwd),
+            Input::Touched { sessions } => self.touched_remotely(&sessions),
+            Input::Apply(txn) => self.apply_committed(txn),
         }
     }
 
     fn handshake(&mut self, conn: ConnId, req: ConnectRequest) {
         self.stats.packets_received += 1;
         if !self.conns.contains_key(&conn) {
+            return;
+        }
+        if self.role == Role::NotServing {
+            // ZooKeeper closes a connection whose server is not running (electing or
+            // syncing); the client tries another member.
+            tracing::info!(
+                conn,
+                "refusing session: this member is not serving (electing or syncing)"
+            );
+            self.close(conn);
             return;
         }
         if req.last_zxid_seen > self.last_zxid {
@@ -394,10 +440,19 @@ impl Server {
             self.settings.min_session_timeout_ms,
             self.settings.max_session_timeout_ms,
         );
+        if req.session_id == 0 && self.role == Role::Learner {
+            return self.forward_new_session(conn, timeout_ms);
+        }
         if req.session_id == 0 {
             let id = self.sessions.next_session_id();
             let mut passwd = [0u8; 16];
-            self.rng.fill_bytes(&mut passwd);
+            if matches!(self.role, Role::Leader { .. }) {
+                // ZooKeeper's password, derived from the id, so that every member
+                // (keel or ZooKeeper) can check it.
+                passwd = crate::import::passwd::session_passwd(id);
+            } else {
+                self.rng.fill_bytes(&mut passwd);
+            }
             if let Some(c) = self.conns.get_mut(&conn) {
                 c.session_id = id;
             }
@@ -500,7 +555,9 @@ impl Server {
         // A session whose createSession is still on its way to disk is not in the
         // tracker yet; its requests queue behind the handshake.
         let creating = self.sessions.get(session_id).is_none()
-            && c.inflight.iter().any(|q| matches!(q, Queued::Txn(_)));
+            && c.inflight
+                .iter()
+                .any(|q| matches!(q, Queued::Txn(_) | Queued::Forwarded));
         let closing = c.closing || self.sessions.get(session_id).is_some_and(|s| s.closing);
         if closing {
             // Once a closeSession (the client's or an expiry's) is accepted, ZooKeeper
@@ -523,7 +580,12 @@ impl Server {
             self.close(conn);
             return;
         }
-        if req.is_write() {
+        if self.role == Role::Learner {
+            self.touched.insert(session_id);
+        }
+        if req.is_write() && self.role == Role::Learner {
+            self.forward(conn, session_id, xid, opcode, req);
+        } else if req.is_write() {
             self.write(conn, session_id, xid, req);
         } else if waiting {
             if let Some(c) = self.conns.get_mut(&conn) {
@@ -557,11 +619,24 @@ impl Server {
             .get(&conn)
             .map(|c| c.identities.clone())
             .unwrap_or_default();
+        self.prep_and_propose(session_id, xid, req, &identities, Some(conn));
+    }
+
+    /// Preps a write of `session_id` checked against `identities` and proposes it; the
+    /// reply goes to `conn` (None: a learner forwarded it and answers it itself).
+    fn prep_and_propose(
+        &mut self,
+        session_id: i64,
+        xid: i32,
+        req: Request,
+        identities: &[Id],
+        conn: Option<ConnId>,
+    ) {
         let mut p = Prep::new(
             &self.tree,
             &self.outstanding,
             &self.settings.prep,
-            &identities,
+            identities,
             session_id,
         );
         let r = match &req {
@@ -602,14 +677,20 @@ impl Server {
             Ok(_) => {}
         }
         let op = r.unwrap_or_else(TxnOp::Error);
-        let origin = if matches!(op, TxnOp::CloseSession { .. }) {
-            self.sessions.set_closing(session_id);
-            if let Some(c) = self.conns.get_mut(&conn) {
-                c.closing = true;
+        let origin = match conn {
+            Some(conn) if matches!(op, TxnOp::CloseSession { .. }) => {
+                self.sessions.set_closing(session_id);
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.closing = true;
+                }
+                Origin::Close { conn, xid }
             }
-            Origin::Close { conn, xid }
-        } else {
-            Origin::Reply { conn, xid }
+            None if matches!(op, TxnOp::CloseSession { .. }) => {
+                self.sessions.set_closing(session_id);
+                Origin::Server
+            }
+            Some(conn) => Origin::Reply { conn, xid },
+            None => Origin::Server,
         };
         if !matches!(op, TxnOp::Error(_) | TxnOp::MultiError(_)) {
             self.record_outstanding(changes);
@@ -681,7 +762,7 @@ impl Server {
     /// Applies a committed txn, answers whoever waits for it, and releases the reads
     /// queued behind it.
     fn finish(&mut self, txn: Txn, origin: Origin) {
-        debug_assert_eq!(txn.zxid, self.last_zxid + 1, "zxids apply in order");
+        debug_assert!(txn.zxid > self.last_zxid, "zxids apply in order");
         self.last_zxid = txn.zxid;
         let result = self.apply(&txn);
         let zxid = txn.zxid;
@@ -766,7 +847,9 @@ impl Server {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        if matches!(c.inflight.front(), Some(Queued::Txn(z)) if *z == zxid) {
+        if matches!(c.inflight.front(), Some(Queued::Txn(z)) if *z == zxid)
+            || matches!(c.inflight.front(), Some(Queued::Forwarded))
+        {
             c.inflight.pop_front();
         }
         loop {
@@ -803,6 +886,12 @@ impl Server {
     }
 
     fn tick(&mut self) {
+        // Only the server that sequences writes expires sessions and reaps containers
+        // (on an ensemble, the leader: ZooKeeper's SessionTracker and ContainerManager
+        // run there).
+        if !self.sequences_writes() {
+            return;
+        }
         for id in self.sessions.expire(self.now_ms) {
             tracing::info!(session = format!("0x{id:x}"), "session expired");
             let ephemerals = self.session_ephemerals(id);

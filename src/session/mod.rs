@@ -47,6 +47,12 @@ impl SessionTracker {
         base | ((server_id as i64) << 56)
     }
 
+    /// Ids handed out from now on start at `id` (a member learns its server id after
+    /// the tracker is built from its snapshot).
+    pub fn set_next_session_id(&mut self, id: i64) {
+        self.next_id = id;
+    }
+
     /// Hands out the next session id.
     pub fn next_session_id(&mut self) -> i64 {
         let id = self.next_id;

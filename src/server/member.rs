@@ -1,0 +1,314 @@
+//! The state machine as one member of an ensemble (issue 15 items 5 and 6): which part
+//! it plays ([`Role`]), how a learner forwards its clients' writes and session
+//! operations to the leader ([`Forwarded`], ZooKeeper's REQUEST packet), how the leader
+//! preps them as its own, and how every member applies the txns the leader committed and
+//! answers the clients of its own that wait for them (ZooKeeper's FinalRequestProcessor
+//! runs on every member for its own connections).
+//!
+//! Flow of a write from a client of a learner: the learner queues a [`Forwarded`] and
+//! keeps the request in the connection's in-flight queue (its later reads wait behind
+//! it, as behind a local write); the runtime sends it to the leader, whose server gets
+//! [`super::Input::Remote`], preps it like a local write (the txn takes a zxid even when
+//! it fails) and proposes it; once Zab commits it, every learner gets
+//! [`super::Input::Apply`] with the txn, applies it, fires its own watches, and the one
+//! that forwarded it answers its client with the txn's result.
+//!
+//! Zxids: the leader's server hands them out from `epoch << 32` on, one per txn, which
+//! is the order Zab proposes them in; the runtime checks that the zxid Zab reports for a
+//! proposal is the one the server gave it.
+//!
+//! Sessions: a learner mints a new session's id itself (its server id in the high byte,
+//! ZooKeeper's SessionTrackerImpl.initializeNextSessionId) and forwards createSession;
+//! the password is ZooKeeper's, derived from the id (ZooKeeperServer.generatePasswd),
+//! so any member can check it. Only the leader expires sessions and reaps containers and
+//! TTL nodes; a learner reports the sessions its clients touched ([`Server::drain_touched`],
+//! sent in its PING replies) and the leader counts them as touched.
+//!
+//! Not yet here: REVALIDATE of a session that reconnects to another member (a learner
+//! checks a reconnecting session against its own applied session table) and `sync`.
+
+use super::{Conn, Origin, Queued, Server};
+use crate::import::passwd::session_passwd;
+use crate::proto::Request;
+use crate::server::txn::{Txn, TxnOp};
+use crate::session::SessionTracker;
+use crate::watch::ConnId;
+use jute::Id;
+
+/// The part a server plays (ZooKeeper's ZooKeeperServer, LeaderZooKeeperServer and
+/// Follower-/ObserverZooKeeperServer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Alone: every txn is committed once durable ([`super::Input::Durable`]).
+    Standalone,
+    /// An ensemble member that is electing or syncing: it serves no client (ZooKeeper's
+    /// "ZooKeeperServer not running": a connection is closed at its handshake).
+    NotServing,
+    /// The leader of an established epoch: preps every write (its own clients' and the
+    /// forwarded ones), proposes it, and applies it once committed (reported as
+    /// [`super::Input::Durable`]).
+    Leader {
+        /// The established epoch; this server's zxids go on from `epoch << 32`.
+        epoch: u32,
+    },
+    /// A follower or observer in broadcast: forwards writes and session operations,
+    /// applies what the leader commits ([`super::Input::Apply`]), answers reads itself.
+    Learner,
+}
+
+/// A learner client's write or session operation for the leader (ZooKeeper's REQUEST
+/// QuorumPacket: sessionId, cxid, type, the request record, the connection's authinfo;
+/// ZAB-WIRE.md §3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Forwarded {
+    /// The client's session.
+    pub session_id: i64,
+    /// The client's xid (0 for the createSession of a new session).
+    pub cxid: i32,
+    /// The request's opcode.
+    pub opcode: i32,
+    /// The decoded request.
+    pub req: Request,
+    /// The connection's identities (`ip:`, auth packets, TLS), which the leader checks
+    /// ACLs against.
+    pub ids: Vec<Id>,
+}
+
+/// The key of a forwarded request a learner waits on: the session and cxid the txn
+/// committed for it carries.
+pub(super) type AwaitKey = (i64, i32);
+
+impl Server {
+    /// The part this server plays now.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// Session ids minted from now on carry `sid` in their high byte, as ZooKeeper's
+    /// (SessionTrackerImpl.initializeNextSessionId); call once, before serving.
+    pub fn set_server_id(&mut self, sid: u8) {
+        self.sessions
+            .set_next_session_id(SessionTracker::initial_id(self.now_ms, sid));
+    }
+
+    /// Takes the requests a learner forwards to the leader, in order.
+    pub fn drain_forwards(&mut self) -> Vec<Forwarded> {
+        std::mem::take(&mut self.forwards)
+    }
+
+    /// Takes the sessions a learner's clients touched since the last call (the learner
+    /// reports them to the leader in its PING replies), ascending.
+    pub fn drain_touched(&mut self) -> Vec<i64> {
+        let mut ids: Vec<i64> = self.touched.drain().collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Plays `role` from now on. Leaving a role closes every client connection (they
+    /// reconnect, to this member or another, as ZooKeeper's clients do when their
+    /// server shuts down for an election) and forgets proposals not yet committed: if
+    /// Zab commits them after all, they come back as [`super::Input::Apply`].
+    pub(super) fn set_role(&mut self, role: Role) {
+        if role == self.role {
+            return;
+        }
+        tracing::info!(from = ?self.role, to = ?role, "server role changed");
+        let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+        for conn in conns {
+            self.close(conn);
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.session_id = 0;
+                c.inflight.clear();
+            }
+            self.watches.remove_conn(conn);
+        }
+        self.session_conn.clear();
+        self.pending.clear();
+        self.outstanding.clear();
+        self.outstanding_paths.clear();
+        self.awaiting.clear();
+        self.awaiting_sessions.clear();
+        self.forwards.clear();
+        self.touched.clear();
+        self.proposed_zxid = match role {
+            Role::Leader { epoch } => (i64::from(epoch) << 32).max(self.last_zxid),
+            _ => self.last_zxid,
+        };
+        self.role = role;
+    }
+
+    /// Whether this server prepares and proposes writes itself (standalone or leader).
+    pub(super) fn sequences_writes(&self) -> bool {
+        matches!(self.role, Role::Standalone | Role::Leader { .. })
+    }
+
+    /// A new session on a learner: mint its id, forward its createSession, answer the
+    /// handshake when that txn comes back committed.
+    pub(super) fn forward_new_session(&mut self, conn: ConnId, timeout_ms: i32) {
+        let id = self.sessions.next_session_id();
+        let ids = self.identities_of(conn);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.session_id = id;
+            c.inflight.push_back(Queued::Forwarded);
+        }
+        self.session_conn.insert(id, conn);
+        self.awaiting_sessions.insert(id, (conn, timeout_ms));
+        self.forwards.push(Forwarded {
+            session_id: id,
+            cxid: 0,
+            opcode: crate::proto::opcode::CREATE_SESSION,
+            req: Request::CreateSession { timeout_ms },
+            ids,
+        });
+    }
+
+    /// A write (or closeSession, or createSession again) of a learner's client: forward
+    /// it and wait for its txn.
+    pub(super) fn forward(
+        &mut self,
+        conn: ConnId,
+        session_id: i64,
+        xid: i32,
+        opcode: i32,
+        req: Request,
+    ) {
+        self.touched.insert(session_id);
+        let origin = match &req {
+            Request::CloseSession => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.closing = true;
+                }
+                Origin::Close { conn, xid }
+            }
+            Request::CreateSession { timeout_ms } => Origin::Handshake {
+                conn,
+                timeout_ms: *timeout_ms,
+            },
+            _ => Origin::Reply { conn, xid },
+        };
+        let ids = self.identities_of(conn);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.inflight.push_back(Queued::Forwarded);
+        }
+        self.awaiting.insert((session_id, xid), origin);
+        self.forwards.push(Forwarded {
+            session_id,
+            cxid: xid,
+            opcode,
+            req,
+            ids,
+        });
+    }
+
+    /// The leader's side of [`Forwarded`]: prep it as a write of `session_id` with the
+    /// learner connection's identities; nobody here waits for the answer.
+    pub(super) fn remote(&mut self, fwd: Forwarded) {
+        if !matches!(self.role, Role::Leader { .. }) {
+            tracing::debug!(
+                session = format!("0x{:x}", fwd.session_id),
+                "forwarded request while not leading; dropped"
+            );
+            return;
+        }
+        self.stats.packets_received += 1;
+        match fwd.req {
+            Request::CreateSession { timeout_ms }
+                if self.sessions.get(fwd.session_id).is_none() =>
+            {
+                let timeout_ms = timeout_ms.clamp(
+                    self.settings.min_session_timeout_ms,
+                    self.settings.max_session_timeout_ms,
+                );
+                let passwd = session_passwd(fwd.session_id);
+                self.propose(
+                    fwd.session_id,
+                    fwd.cxid,
+                    TxnOp::CreateSession { timeout_ms, passwd },
+                    Origin::Server,
+                );
+            }
+            Request::CreateSession { .. } => {
+                // createSession again, for a session the leader knows: logged once more
+                // with the session's own timeout and password (see
+                // `Server::create_session_again`).
+                if let Some(session) = self.sessions.get(fwd.session_id) {
+                    let (timeout_ms, passwd) = (session.timeout_ms, session.passwd);
+                    self.propose(
+                        fwd.session_id,
+                        fwd.cxid,
+                        TxnOp::CreateSession { timeout_ms, passwd },
+                        Origin::Server,
+                    );
+                }
+            }
+            req => {
+                let closing = self.sessions.get(fwd.session_id).is_none_or(|s| s.closing);
+                if closing || !self.sessions.touch(fwd.session_id, None, self.now_ms) {
+                    // As for a local client: a request of a session that is closing or
+                    // gone is dropped (ZooKeeperServer.touch fails).
+                    tracing::debug!(
+                        session = format!("0x{:x}", fwd.session_id),
+                        cxid = fwd.cxid,
+                        "forwarded request of a closed session dropped"
+                    );
+                    return;
+                }
+                self.prep_and_propose(fwd.session_id, fwd.cxid, req, &fwd.ids, None);
+            }
+        }
+    }
+
+    /// The leader counts the sessions a learner reported as touched.
+    pub(super) fn touched_remotely(&mut self, sessions: &[i64]) {
+        for &id in sessions {
+            self.sessions.touch(id, None, self.now_ms);
+        }
+    }
+
+    /// A txn the leader committed, on any member: applied in zxid order; the client
+    /// that waits for it here (a forwarded request, or the leader's own proposal still
+    /// pending) is answered.
+    pub(super) fn apply_committed(&mut self, txn: Txn) {
+        if txn.zxid <= self.last_zxid {
+            // Already applied (a DIFF that overlaps what a snapshot held).
+            return;
+        }
+        if self
+            .pending
+            .front()
+            .is_some_and(|(t, _)| t.zxid == txn.zxid)
+        {
+            if let Some((own, origin)) = self.pending.pop_front() {
+                self.proposed_zxid = self.proposed_zxid.max(own.zxid);
+                return self.finish(own, origin);
+            }
+        }
+        self.proposed_zxid = self.proposed_zxid.max(txn.zxid);
+        let origin = match &txn.op {
+            TxnOp::CreateSession { timeout_ms, .. } => {
+                match self.awaiting_sessions.remove(&txn.session_id) {
+                    Some((conn, _)) => Origin::Handshake {
+                        conn,
+                        timeout_ms: *timeout_ms,
+                    },
+                    None => self
+                        .awaiting
+                        .remove(&(txn.session_id, txn.cxid))
+                        .unwrap_or(Origin::Server),
+                }
+            }
+            _ => self
+                .awaiting
+                .remove(&(txn.session_id, txn.cxid))
+                .unwrap_or(Origin::Server),
+        };
+        self.finish(txn, origin);
+    }
+
+    fn identities_of(&self, conn: ConnId) -> Vec<Id> {
+        self.conns
+            .get(&conn)
+            .map(|c: &Conn| c.identities.clone())
+            .unwrap_or_default()
+    }
+}
