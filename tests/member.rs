@@ -54,7 +54,37 @@ impl Ensemble {
     /// Runs the broadcast until nothing moves: forwards to the leader, the leader's
     /// proposals committed, then applied by every learner.
     fn pump(&mut self) {
+        self.run(true);
+    }
+
+    /// Moves forwarded requests to the leader (and lets it propose) but commits nothing.
+    fn forward_only(&mut self) {
+        self.run(false);
+    }
+
+    /// The leader's answers to forwarded syncs go to the learner whose client asked
+    /// (its server id is the session id's high byte), behind the commits before them.
+    fn route_sync_replies(&mut self) {
+        for reply in self.members[LEADER].drain_sync_replies() {
+            let member = (reply.session_id >> 56) as usize - 1;
+            self.members[member].handle(self.now, Input::SyncReply(reply));
+        }
+    }
+
+    fn run(&mut self, commit: bool) {
         loop {
+            self.route_sync_replies();
+            if !commit {
+                for i in 0..self.members.len() {
+                    if i != LEADER {
+                        for fwd in self.members[i].drain_forwards() {
+                            self.members[LEADER].handle(self.now, Input::Remote(fwd));
+                        }
+                    }
+                }
+                self.route_sync_replies();
+                return;
+            }
             let mut moved = false;
             for i in 0..self.members.len() {
                 if i == LEADER {
@@ -369,4 +399,48 @@ fn a_member_not_serving_refuses_clients_and_a_role_change_closes_them() {
     e.members[1].handle(e.now, new_session(2, 30000));
     assert_eq!(e.out(1, 2), vec![Got::Close]);
     assert!(e.members[1].drain_forwards().is_empty());
+}
+
+#[test]
+fn a_sync_through_a_learner_waits_for_what_the_leader_had_sequenced() {
+    let mut e = Ensemble::new();
+    e.connect(1, 1, 30000);
+    e.connect(2, 2, 30000);
+    // The client of learner 1 creates /s; the leader proposes it, nothing commits yet.
+    e.create(1, 1, 1, "/s", 0);
+    e.forward_only();
+    // The client of learner 2 syncs, then reads /s: neither is answered yet.
+    let sync = Request::Sync(PathRequest { path: "/".into() });
+    e.request(2, 2, 1, op::SYNC, sync);
+    e.get_data(2, 2, 2, "/s", false);
+    e.forward_only();
+    assert!(
+        e.out(2, 2).is_empty(),
+        "the sync waits for the leader's outstanding txn"
+    );
+    // Once the create commits, the learner applies it, gets the leader's answer to the
+    // sync, answers it, and the read behind it sees /s.
+    e.pump();
+    let got = e.out(2, 2);
+    assert_eq!(got.len(), 2, "{got:?}");
+    let (xid, z, err, body) = reply(&got[0]);
+    assert_eq!((xid, z, err), (1, zxid(3), 0));
+    assert_eq!(decode_all::<PathRequest>(&body).unwrap().path, "/");
+    let (xid, _, err, _) = reply(&got[1]);
+    assert_eq!((xid, err), (2, 0), "the read after the sync sees /s");
+    // A sync on the leader itself with nothing outstanding is answered at once.
+    e.connect(LEADER, 9, 30000);
+    let sync = Request::Sync(PathRequest { path: "/s".into() });
+    e.request(LEADER, 9, 1, op::SYNC, sync);
+    assert_eq!(reply(&e.out(LEADER, 9)[0]).0, 1);
+    // With a learner's write outstanding, the leader's own client waits too.
+    e.create(1, 1, 2, "/t", 0);
+    e.forward_only();
+    let sync = Request::Sync(PathRequest { path: "/t".into() });
+    e.request(LEADER, 9, 2, op::SYNC, sync);
+    assert!(e.out(LEADER, 9).is_empty());
+    e.pump();
+    let got = e.out(LEADER, 9);
+    assert_eq!(reply(&got[0]).0, 2, "{got:?}");
+    e.assert_same_state();
 }

@@ -24,16 +24,25 @@
 //! TTL nodes; a learner reports the sessions its clients touched ([`Server::drain_touched`],
 //! sent in its PING replies) and the leader counts them as touched.
 //!
+//! `sync` (ZooKeeper's Leader.processSync): the leader answers a sync once every txn it
+//! had proposed when the sync arrived is committed and applied, at once when none is
+//! outstanding. For a learner's client it sends a [`SyncReply`] (ZooKeeper's SYNC
+//! packet, after the COMMITs before it on the same stream), and the learner answers its
+//! client then, so the client reads at least what the leader had sequenced. For the
+//! leader's own client it answers itself. A standalone server answers sync as a read.
+//!
 //! Not yet here: REVALIDATE of a session that reconnects to another member (a learner
-//! checks a reconnecting session against its own applied session table) and `sync`.
+//! checks a reconnecting session against its own applied session table).
 
 use super::{Conn, Origin, Queued, Server};
 use crate::import::passwd::session_passwd;
+use crate::proto::opcode as op;
 use crate::proto::Request;
 use crate::server::txn::{Txn, TxnOp};
 use crate::session::SessionTracker;
 use crate::watch::ConnId;
 use jute::Id;
+use jute::PathRequest;
 
 /// The part a server plays (ZooKeeper's ZooKeeperServer, LeaderZooKeeperServer and
 /// Follower-/ObserverZooKeeperServer).
@@ -74,6 +83,30 @@ pub struct Forwarded {
     pub ids: Vec<Id>,
 }
 
+/// The leader's answer to a learner's forwarded sync (ZooKeeper's SYNC packet): the
+/// learner answers its client's sync `cxid` of `session_id` on receipt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyncReply {
+    /// The client's session.
+    pub session_id: i64,
+    /// The sync's xid.
+    pub cxid: i32,
+}
+
+/// A sync the leader answers once the txns before it are applied.
+#[derive(Debug)]
+pub(super) enum SyncWaiter {
+    /// The leader's own client: answered as a read.
+    Local {
+        conn: ConnId,
+        session_id: i64,
+        xid: i32,
+        req: PathRequest,
+    },
+    /// A learner's client: a [`SyncReply`] for the learner.
+    Remote { session_id: i64, cxid: i32 },
+}
+
 /// The key of a forwarded request a learner waits on: the session and cxid the txn
 /// committed for it carries.
 pub(super) type AwaitKey = (i64, i32);
@@ -94,6 +127,12 @@ impl Server {
     /// Takes the requests a learner forwards to the leader, in order.
     pub fn drain_forwards(&mut self) -> Vec<Forwarded> {
         std::mem::take(&mut self.forwards)
+    }
+
+    /// Takes the leader's answers to forwarded syncs, in order (each goes to the learner
+    /// that forwarded it, behind the COMMITs already sent to it).
+    pub fn drain_sync_replies(&mut self) -> Vec<SyncReply> {
+        std::mem::take(&mut self.sync_replies)
     }
 
     /// Takes the sessions a learner's clients touched since the last call (the learner
@@ -130,6 +169,9 @@ impl Server {
         self.awaiting_sessions.clear();
         self.forwards.clear();
         self.touched.clear();
+        self.syncs.clear();
+        self.sync_replies.clear();
+        self.awaiting_syncs.clear();
         self.proposed_zxid = match role {
             Role::Leader { epoch } => (i64::from(epoch) << 32).max(self.last_zxid),
             _ => self.last_zxid,
@@ -212,6 +254,16 @@ impl Server {
         }
         self.stats.packets_received += 1;
         match fwd.req {
+            Request::Sync(_) => {
+                self.syncs.push_back((
+                    self.proposed_zxid,
+                    SyncWaiter::Remote {
+                        session_id: fwd.session_id,
+                        cxid: fwd.cxid,
+                    },
+                ));
+                self.answer_syncs();
+            }
             Request::CreateSession { timeout_ms }
                 if self.sessions.get(fwd.session_id).is_none() =>
             {
@@ -303,6 +355,91 @@ impl Server {
                 .unwrap_or(Origin::Server),
         };
         self.finish(txn, origin);
+    }
+
+    /// A sync of a client of this server, in an ensemble: a learner forwards it, the
+    /// leader waits for its outstanding proposals. Returns false when it is answered as
+    /// a plain read instead (standalone, or a leader with nothing outstanding).
+    pub(super) fn sync(
+        &mut self,
+        conn: ConnId,
+        session_id: i64,
+        xid: i32,
+        req: &PathRequest,
+    ) -> bool {
+        match self.role {
+            Role::Learner => {
+                let ids = self.identities_of(conn);
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.inflight.push_back(Queued::Forwarded);
+                }
+                self.awaiting_syncs
+                    .insert((session_id, xid), (conn, req.clone()));
+                self.forwards.push(Forwarded {
+                    session_id,
+                    cxid: xid,
+                    opcode: op::SYNC,
+                    req: Request::Sync(req.clone()),
+                    ids,
+                });
+                true
+            }
+            Role::Leader { .. } if self.proposed_zxid > self.last_zxid => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.inflight.push_back(Queued::Forwarded);
+                }
+                self.syncs.push_back((
+                    self.proposed_zxid,
+                    SyncWaiter::Local {
+                        conn,
+                        session_id,
+                        xid,
+                        req: req.clone(),
+                    },
+                ));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A learner: the leader answered the forwarded sync `cxid` of `session_id`.
+    pub(super) fn sync_replied(&mut self, reply: SyncReply) {
+        if let Some((conn, req)) = self.awaiting_syncs.remove(&(reply.session_id, reply.cxid)) {
+            self.answer_sync(conn, reply.session_id, reply.cxid, req);
+        }
+    }
+
+    /// Answers the syncs whose txns are all applied now (called after each apply).
+    pub(super) fn answer_syncs(&mut self) {
+        while self
+            .syncs
+            .front()
+            .is_some_and(|(zxid, _)| *zxid <= self.last_zxid)
+        {
+            let Some((_, waiter)) = self.syncs.pop_front() else {
+                break;
+            };
+            match waiter {
+                SyncWaiter::Remote { session_id, cxid } => {
+                    self.sync_replies.push(SyncReply { session_id, cxid })
+                }
+                SyncWaiter::Local {
+                    conn,
+                    session_id,
+                    xid,
+                    req,
+                } => self.answer_sync(conn, session_id, xid, req),
+            }
+        }
+    }
+
+    /// The sync's reply (as a read, with this member's applied zxid), then the reads
+    /// queued behind it.
+    fn answer_sync(&mut self, conn: ConnId, session_id: i64, xid: i32, req: PathRequest) {
+        self.read(conn, session_id, xid, op::SYNC, Request::Sync(req));
+        let zxid = self.last_zxid;
+        self.release(conn, zxid);
     }
 
     fn identities_of(&self, conn: ConnId) -> Vec<Id> {

@@ -30,7 +30,7 @@ use crate::tree::{acl, DataTree};
 use crate::watch::{ConnId, WatchManager};
 use bytes::Bytes;
 use jute::{ConnectRequest, ConnectResponse, Id};
-pub use member::{Forwarded, Role};
+pub use member::{Forwarded, Role, SyncReply};
 use prep::{Prep, PrepSettings};
 use rand::{rngs::StdRng, RngCore, SeedableRng};
 use rustc_hash::FxHashMap as HashMap;
@@ -73,6 +73,8 @@ pub enum Input {
     Role(Role),
     /// Leader: a learner forwarded its client's request.
     Remote(Forwarded),
+    /// Learner: the leader answered a forwarded sync (its SYNC packet).
+    SyncReply(SyncReply),
     /// Leader: sessions a learner's clients touched (from its PING reply).
     Touched { sessions: Vec<i64> },
     /// A txn Zab committed that this server did not propose itself (a learner's view
@@ -261,6 +263,12 @@ pub struct Server {
     awaiting_sessions: HashMap<i64, (ConnId, i32)>,
     /// Learner: sessions touched since the leader was last told.
     touched: rustc_hash::FxHashSet<i64>,
+    /// Leader: syncs waiting for the txns proposed before them, by that last zxid.
+    syncs: VecDeque<(i64, member::SyncWaiter)>,
+    /// Leader: answers to learners' syncs, for the runtime.
+    sync_replies: Vec<SyncReply>,
+    /// Learner: forwarded syncs: connection and request.
+    awaiting_syncs: HashMap<member::AwaitKey, (ConnId, jute::PathRequest)>,
 }
 
 impl Server {
@@ -298,6 +306,9 @@ impl Server {
             awaiting: HashMap::default(),
             awaiting_sessions: HashMap::default(),
             touched: Default::default(),
+            syncs: VecDeque::new(),
+            sync_replies: Vec::new(),
+            awaiting_syncs: HashMap::default(),
         }
     }
 
@@ -406,6 +417,7 @@ impl Server {
             Input::Role(role) => self.set_role(role),
             Input::Remote(fwd) => self.remote(fwd),
             Input::Touched { sessions } => self.touched_remotely(&sessions),
+            Input::SyncReply(reply) => self.sync_replied(reply),
             Input::Apply(txn) => self.apply_committed(txn),
         }
     }
@@ -582,6 +594,11 @@ impl Server {
         }
         if self.role == Role::Learner {
             self.touched.insert(session_id);
+        }
+        if let Request::Sync(r) = &req {
+            if self.sync(conn, session_id, xid, r) {
+                return;
+            }
         }
         if req.is_write() && self.role == Role::Learner {
             self.forward(conn, session_id, xid, opcode, req);
@@ -832,6 +849,7 @@ impl Server {
         if let Some(conn) = conn {
             self.release(conn, zxid);
         }
+        self.answer_syncs();
         self.txns_since_snapshot += 1;
         if self.settings.snap_count > 0
             && self.settings.durable
