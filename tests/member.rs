@@ -64,10 +64,20 @@ impl Ensemble {
 
     /// The leader's answers to forwarded syncs go to the learner whose client asked
     /// (its server id is the session id's high byte), behind the commits before them.
+    /// Revalidations go to the leader and its answers back to the learner that asked.
     fn route_sync_replies(&mut self) {
         for reply in self.members[LEADER].drain_sync_replies() {
             let member = (reply.session_id >> 56) as usize - 1;
             self.members[member].handle(self.now, Input::SyncReply(reply));
+        }
+        for i in 0..self.members.len() {
+            for req in self.members[i].drain_revalidations() {
+                let from = i as u64 + 1;
+                self.members[LEADER].handle(self.now, Input::Revalidate { from, req });
+            }
+        }
+        for (to, reply) in self.members[LEADER].drain_revalidate_replies() {
+            self.members[to as usize - 1].handle(self.now, Input::RevalidateReply(reply));
         }
     }
 
@@ -78,7 +88,13 @@ impl Ensemble {
                 for i in 0..self.members.len() {
                     if i != LEADER {
                         for fwd in self.members[i].drain_forwards() {
-                            self.members[LEADER].handle(self.now, Input::Remote(fwd));
+                            self.members[LEADER].handle(
+                                self.now,
+                                Input::Remote {
+                                    from: i as u64 + 1,
+                                    fwd,
+                                },
+                            );
                         }
                     }
                 }
@@ -91,7 +107,13 @@ impl Ensemble {
                     continue;
                 }
                 for fwd in self.members[i].drain_forwards() {
-                    self.members[LEADER].handle(self.now, Input::Remote(fwd));
+                    self.members[LEADER].handle(
+                        self.now,
+                        Input::Remote {
+                            from: i as u64 + 1,
+                            fwd,
+                        },
+                    );
                     moved = true;
                 }
                 let touched = self.members[i].drain_touched();
@@ -133,6 +155,23 @@ impl Ensemble {
             got.push(decode(o));
         }
         got
+    }
+
+    /// Reconnects session `session_id` on a new connection to `member`; returns what
+    /// the handshake got.
+    fn resume(&mut self, member: usize, conn: u64, session_id: i64, passwd: &[u8]) -> Vec<Got> {
+        self.members[member].handle(self.now, connected(conn));
+        let req = ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            time_out_ms: 30000,
+            session_id,
+            passwd: Bytes::copy_from_slice(passwd),
+            read_only: false,
+        };
+        self.members[member].handle(self.now, Input::Handshake { conn, req });
+        self.pump();
+        self.out(member, conn)
     }
 
     fn connect(&mut self, member: usize, conn: u64, timeout_ms: i32) -> (i64, Bytes) {
@@ -442,5 +481,74 @@ fn a_sync_through_a_learner_waits_for_what_the_leader_had_sequenced() {
     e.pump();
     let got = e.out(LEADER, 9);
     assert_eq!(reply(&got[0]).0, 2, "{got:?}");
+    e.assert_same_state();
+}
+
+#[test]
+fn a_session_moved_to_another_learner_is_revalidated_and_its_old_member_gets_sessionmoved() {
+    let mut e = Ensemble::new();
+    let (sid, passwd) = e.connect(1, 1, 30000);
+    e.create(1, 1, 1, "/e", 1);
+    e.pump();
+    e.out(1, 1);
+    // The client moves to learner 2: the leader revalidates it there.
+    let got = e.resume(2, 5, sid, &passwd);
+    match got.as_slice() {
+        [Got::Connected { session_id, .. }] => assert_eq!(*session_id, sid),
+        other => panic!("resume answered {other:?}"),
+    }
+    // A write still sent through learner 1 fails with SESSIONMOVED and takes a zxid.
+    let set = |data: &'static [u8]| {
+        Request::SetData(SetDataRequest {
+            path: "/e".into(),
+            data: Some(Bytes::from_static(data)),
+            version: -1,
+        })
+    };
+    e.request(1, 1, 2, op::SET_DATA, set(b"old"));
+    e.pump();
+    let (xid, _, err, _) = reply(&e.out(1, 1)[0]);
+    assert_eq!((xid, err), (2, -118), "SESSIONMOVED");
+    // Through learner 2 it works.
+    e.request(2, 5, 2, op::SET_DATA, set(b"new"));
+    e.pump();
+    let (xid, _, err, _) = reply(&e.out(2, 5)[0]);
+    assert_eq!((xid, err), (2, 0));
+    for s in &e.members {
+        assert_eq!(
+            s.tree.get("/e").and_then(|n| n.data().map(|d| d.to_vec())),
+            Some(b"new".to_vec())
+        );
+        assert_eq!(
+            s.tree.get("/e").map(|n| n.ephemeral_owner()),
+            Some(sid),
+            "the ephemeral survives the move"
+        );
+    }
+    // A wrong password is refused by the learner itself; a closed session by the leader.
+    let got = e.resume(2, 6, sid, &[7; 16]);
+    assert!(
+        matches!(
+            got.as_slice(),
+            [Got::Connected { session_id: 0, .. }, Got::Close]
+        ),
+        "{got:?}"
+    );
+    e.request(2, 5, 3, op::CLOSE_SESSION, Request::CloseSession);
+    e.pump();
+    e.out(2, 5);
+    assert_eq!(
+        e.out(1, 1),
+        vec![Got::Close],
+        "the member the session left closes its old connection when the close commits"
+    );
+    let got = e.resume(1, 7, sid, &passwd);
+    assert!(
+        matches!(
+            got.as_slice(),
+            [Got::Connected { session_id: 0, .. }, Got::Close]
+        ),
+        "{got:?}"
+    );
     e.assert_same_state();
 }

@@ -31,8 +31,11 @@
 //! client then, so the client reads at least what the leader had sequenced. For the
 //! leader's own client it answers itself. A standalone server answers sync as a read.
 //!
-//! Not yet here: REVALIDATE of a session that reconnects to another member (a learner
-//! checks a reconnecting session against its own applied session table).
+//! A session that reconnects to a learner is checked there against ZooKeeper's derived
+//! password, then revalidated by the leader ([`Revalidate`], ZooKeeper's REVALIDATE
+//! packet): the leader touches it and makes the learner its owner, so the session's
+//! requests that still come through the member it left fail with SESSIONMOVED
+//! (PrepRequestProcessor's checkSession), and answers whether it is still valid.
 
 use super::{Conn, Origin, Queued, Server};
 use crate::import::passwd::session_passwd;
@@ -83,6 +86,26 @@ pub struct Forwarded {
     pub ids: Vec<Id>,
 }
 
+/// A learner asks the leader whether a session that reconnected to it is still valid
+/// (ZooKeeper's REVALIDATE packet, learner -> leader: sessionId, timeout).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Revalidate {
+    /// The session.
+    pub session_id: i64,
+    /// The timeout the client asked for, ms.
+    pub timeout_ms: i32,
+}
+
+/// The leader's answer to [`Revalidate`] (REVALIDATE, leader -> learner: sessionId,
+/// valid).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RevalidateReply {
+    /// The session.
+    pub session_id: i64,
+    /// Whether it is alive; the learner now owns it if so.
+    pub valid: bool,
+}
+
 /// The leader's answer to a learner's forwarded sync (ZooKeeper's SYNC packet): the
 /// learner answers its client's sync `cxid` of `session_id` on receipt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,6 +143,7 @@ impl Server {
     /// Session ids minted from now on carry `sid` in their high byte, as ZooKeeper's
     /// (SessionTrackerImpl.initializeNextSessionId); call once, before serving.
     pub fn set_server_id(&mut self, sid: u8) {
+        self.my_sid = u64::from(sid);
         self.sessions
             .set_next_session_id(SessionTracker::initial_id(self.now_ms, sid));
     }
@@ -133,6 +157,17 @@ impl Server {
     /// that forwarded it, behind the COMMITs already sent to it).
     pub fn drain_sync_replies(&mut self) -> Vec<SyncReply> {
         std::mem::take(&mut self.sync_replies)
+    }
+
+    /// Takes a learner's revalidation requests for the leader, in order.
+    pub fn drain_revalidations(&mut self) -> Vec<Revalidate> {
+        std::mem::take(&mut self.revalidations)
+    }
+
+    /// Takes the leader's answers to revalidations: each with the server id of the
+    /// learner it goes to.
+    pub fn drain_revalidate_replies(&mut self) -> Vec<(u64, RevalidateReply)> {
+        std::mem::take(&mut self.revalidate_replies)
     }
 
     /// Takes the sessions a learner's clients touched since the last call (the learner
@@ -172,6 +207,10 @@ impl Server {
         self.syncs.clear();
         self.sync_replies.clear();
         self.awaiting_syncs.clear();
+        self.awaiting_revalidations.clear();
+        self.revalidations.clear();
+        self.revalidate_replies.clear();
+        self.session_owner.clear();
         self.proposed_zxid = match role {
             Role::Leader { epoch } => (i64::from(epoch) << 32).max(self.last_zxid),
             _ => self.last_zxid,
@@ -244,7 +283,7 @@ impl Server {
 
     /// The leader's side of [`Forwarded`]: prep it as a write of `session_id` with the
     /// learner connection's identities; nobody here waits for the answer.
-    pub(super) fn remote(&mut self, fwd: Forwarded) {
+    pub(super) fn remote(&mut self, from: u64, fwd: Forwarded) {
         if !matches!(self.role, Role::Leader { .. }) {
             tracing::debug!(
                 session = format!("0x{:x}", fwd.session_id),
@@ -272,6 +311,7 @@ impl Server {
                     self.settings.max_session_timeout_ms,
                 );
                 let passwd = session_passwd(fwd.session_id);
+                self.session_owner.insert(fwd.session_id, from);
                 self.propose(
                     fwd.session_id,
                     fwd.cxid,
@@ -305,9 +345,88 @@ impl Server {
                     );
                     return;
                 }
-                self.prep_and_propose(fwd.session_id, fwd.cxid, req, &fwd.ids, None);
+                self.prep_and_propose(fwd.session_id, fwd.cxid, req, &fwd.ids, None, from);
             }
         }
+    }
+
+    /// A reconnect to a learner of a session it did not create: check ZooKeeper's
+    /// password, then ask the leader.
+    pub(super) fn forward_revalidate(
+        &mut self,
+        conn: ConnId,
+        session_id: i64,
+        timeout_ms: i32,
+        passwd: &[u8],
+    ) {
+        if passwd != session_passwd(session_id) {
+            tracing::info!(
+                session = format!("0x{session_id:x}"),
+                "session password wrong; telling the client it expired"
+            );
+            self.send_connect_response(conn, 0, 0, [0u8; 16]);
+            self.close(conn);
+            return;
+        }
+        self.awaiting_revalidations
+            .insert(session_id, (conn, timeout_ms));
+        self.revalidations.push(Revalidate {
+            session_id,
+            timeout_ms,
+        });
+    }
+
+    /// The leader's side of [`Revalidate`] from learner `from`.
+    pub(super) fn revalidate(&mut self, from: u64, req: Revalidate) {
+        let valid = self
+            .sessions
+            .get(req.session_id)
+            .is_some_and(|s| !s.closing)
+            && self.sessions.touch(req.session_id, None, self.now_ms);
+        if valid {
+            self.session_owner.insert(req.session_id, from);
+        }
+        tracing::info!(
+            session = format!("0x{:x}", req.session_id),
+            learner = from,
+            valid,
+            "session revalidated"
+        );
+        self.revalidate_replies.push((
+            from,
+            RevalidateReply {
+                session_id: req.session_id,
+                valid,
+            },
+        ));
+    }
+
+    /// A learner: the leader's answer for a reconnecting session.
+    pub(super) fn revalidated(&mut self, reply: RevalidateReply) {
+        let Some((conn, timeout_ms)) = self.awaiting_revalidations.remove(&reply.session_id) else {
+            return;
+        };
+        if !reply.valid {
+            self.send_connect_response(conn, 0, 0, [0u8; 16]);
+            self.close(conn);
+            return;
+        }
+        self.attach_session(conn, reply.session_id);
+        let timeout_ms = self
+            .sessions
+            .get(reply.session_id)
+            .map_or(timeout_ms, |s| s.timeout_ms);
+        self.connect_response(conn, reply.session_id, timeout_ms);
+    }
+
+    /// Whether `owner` (a server id) may act for `session_id` on the leader: the session
+    /// has no owner yet (it is then `owner`'s) or is owned by it (ZooKeeper's
+    /// SessionTracker.checkSession).
+    pub(super) fn owns_session(&mut self, session_id: i64, owner: u64) -> bool {
+        if !matches!(self.role, Role::Leader { .. }) {
+            return true;
+        }
+        *self.session_owner.entry(session_id).or_insert(owner) == owner
     }
 
     /// The leader counts the sessions a learner reported as touched.

@@ -30,7 +30,7 @@ use crate::tree::{acl, DataTree};
 use crate::watch::{ConnId, WatchManager};
 use bytes::Bytes;
 use jute::{ConnectRequest, ConnectResponse, Id};
-pub use member::{Forwarded, Role, SyncReply};
+pub use member::{Forwarded, Revalidate, RevalidateReply, Role, SyncReply};
 use prep::{Prep, PrepSettings};
 use rand::{rngs::StdRng, RngCore, SeedableRng};
 use rustc_hash::FxHashMap as HashMap;
@@ -71,8 +71,12 @@ pub enum Input {
     /// Play this part from now on (see [`Role`]; the runtime follows Zab's role
     /// changes).
     Role(Role),
-    /// Leader: a learner forwarded its client's request.
-    Remote(Forwarded),
+    /// Leader: learner `from` (its server id) forwarded its client's request.
+    Remote { from: u64, fwd: Forwarded },
+    /// Leader: learner `from` asks whether a session that reconnected to it is valid.
+    Revalidate { from: u64, req: Revalidate },
+    /// Learner: the leader's answer to a [`Revalidate`].
+    RevalidateReply(RevalidateReply),
     /// Learner: the leader answered a forwarded sync (its SYNC packet).
     SyncReply(SyncReply),
     /// Leader: sessions a learner's clients touched (from its PING reply).
@@ -269,6 +273,16 @@ pub struct Server {
     sync_replies: Vec<SyncReply>,
     /// Learner: forwarded syncs: connection and request.
     awaiting_syncs: HashMap<member::AwaitKey, (ConnId, jute::PathRequest)>,
+    /// This server's id (`myid`; 0 standalone).
+    my_sid: u64,
+    /// Leader: the server id each session's requests must come through.
+    session_owner: HashMap<i64, u64>,
+    /// Learner: revalidations for the leader.
+    revalidations: Vec<Revalidate>,
+    /// Leader: answers to revalidations, with the learner each goes to.
+    revalidate_replies: Vec<(u64, RevalidateReply)>,
+    /// Learner: reconnects waiting for the leader's revalidation: connection, timeout.
+    awaiting_revalidations: HashMap<i64, (ConnId, i32)>,
 }
 
 impl Server {
@@ -309,6 +323,11 @@ impl Server {
             syncs: VecDeque::new(),
             sync_replies: Vec::new(),
             awaiting_syncs: HashMap::default(),
+            my_sid: 0,
+            session_owner: HashMap::default(),
+            revalidations: Vec::new(),
+            revalidate_replies: Vec::new(),
+            awaiting_revalidations: HashMap::default(),
         }
     }
 
@@ -415,7 +434,9 @@ impl Server {
                 }
             }
             Input::Role(role) => self.set_role(role),
-            Input::Remote(fwd) => self.remote(fwd),
+            Input::Remote { from, fwd } => self.remote(from, fwd),
+            Input::Revalidate { from, req } => self.revalidate(from, req),
+            Input::RevalidateReply(reply) => self.revalidated(reply),
             Input::Touched { sessions } => self.touched_remotely(&sessions),
             Input::SyncReply(reply) => self.sync_replied(reply),
             Input::Apply(txn) => self.apply_committed(txn),
@@ -477,6 +498,9 @@ impl Server {
             );
             return;
         }
+        if self.role == Role::Learner {
+            return self.forward_revalidate(conn, req.session_id, timeout_ms, &req.passwd);
+        }
         let valid = self
             .sessions
             .get(req.session_id)
@@ -492,8 +516,18 @@ impl Server {
         }
         self.sessions
             .touch(req.session_id, Some(timeout_ms), self.now_ms);
-        // A session lives on one connection: the old one (if still open) is closed.
-        if let Some(old) = self.session_conn.get(&req.session_id).copied() {
+        if matches!(self.role, Role::Leader { .. }) {
+            // Reconnected to the leader: its requests come through here from now on.
+            self.session_owner.insert(req.session_id, self.my_sid);
+        }
+        self.attach_session(conn, req.session_id);
+        self.connect_response(conn, req.session_id, timeout_ms);
+    }
+
+    /// Puts `session_id` on `conn`. A session lives on one connection: the old one (if
+    /// still open) is closed.
+    fn attach_session(&mut self, conn: ConnId, session_id: i64) {
+        if let Some(old) = self.session_conn.get(&session_id).copied() {
             if old != conn {
                 self.close(old);
                 if let Some(c) = self.conns.get_mut(&old) {
@@ -503,10 +537,9 @@ impl Server {
             }
         }
         if let Some(c) = self.conns.get_mut(&conn) {
-            c.session_id = req.session_id;
+            c.session_id = session_id;
         }
-        self.session_conn.insert(req.session_id, conn);
-        self.connect_response(conn, req.session_id, timeout_ms);
+        self.session_conn.insert(session_id, conn);
     }
 
     fn connect_response(&mut self, conn: ConnId, session_id: i64, timeout_ms: i32) {
@@ -636,11 +669,14 @@ impl Server {
             .get(&conn)
             .map(|c| c.identities.clone())
             .unwrap_or_default();
-        self.prep_and_propose(session_id, xid, req, &identities, Some(conn));
+        let me = self.my_sid;
+        self.prep_and_propose(session_id, xid, req, &identities, Some(conn), me);
     }
 
     /// Preps a write of `session_id` checked against `identities` and proposes it; the
     /// reply goes to `conn` (None: a learner forwarded it and answers it itself).
+    /// `owner` is the server id the request came through: on a leader, a session owned
+    /// by another member gets SESSIONMOVED (the txn still takes a zxid).
     fn prep_and_propose(
         &mut self,
         session_id: i64,
@@ -648,7 +684,9 @@ impl Server {
         req: Request,
         identities: &[Id],
         conn: Option<ConnId>,
+        owner: u64,
     ) {
+        let moved = !self.owns_session(session_id, owner);
         let mut p = Prep::new(
             &self.tree,
             &self.outstanding,
@@ -657,6 +695,7 @@ impl Server {
             session_id,
         );
         let r = match &req {
+            _ if moved => Err(ErrorCode::SessionMoved),
             Request::Create(c) => p.create(c),
             Request::Delete(d) => p.delete(&d.path, d.version),
             Request::DeleteContainer(d) => p.delete_container(&d.path),
