@@ -223,6 +223,47 @@ fn bad_config_names_key_and_line() {
 }
 
 #[test]
+fn an_ensemble_config_is_refused_until_keel_forms_ensembles() {
+    let dir = temp_dir("ensemble-cfg");
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("myid"), "1\n").unwrap();
+    let port = free_port();
+    let cfg = dir.join("zoo.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "tickTime=2000\ninitLimit=10\nsyncLimit=5\ndataDir={}\nclientPort={port}\n\
+             admin.enableServer=false\nserver.1=127.0.0.1:{}:{}\nserver.2=127.0.0.1:{}:{}\n\
+             server.3=127.0.0.1:{}:{}\n",
+            data.display(),
+            free_port(),
+            free_port(),
+            free_port(),
+            free_port(),
+            free_port(),
+            free_port()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_keel"))
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("ensemble") && err.contains("server.1, server.2, server.3"),
+        "{err}"
+    );
+    assert!(
+        !data.join("keel-db").exists(),
+        "nothing is written to the dataDir of a refused start"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn sigterm_stops_within_two_seconds() {
     let mut keel = start("");
     let _s = session(keel.port);

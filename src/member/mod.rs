@@ -40,12 +40,28 @@ fn now_ms() -> i64 {
 
 /// Runs the server described by `config` until `shutdown` resolves.
 ///
-/// Errors: a client port cannot be bound; a TLS setting is bad (the message names the
-/// `ssl.*` key); the store is refused (see [`recover::recover`]).
+/// Errors: zoo.cfg describes an ensemble (keel does not form one yet); a client port
+/// cannot be bound; a TLS setting is bad (the message names the `ssl.*` key); the store
+/// is refused (see [`recover::recover`]).
 pub async fn run(
     config: Config,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
+    if config.is_distributed() {
+        // Running each member of an ensemble as a standalone server would let them
+        // accept writes independently and diverge: refuse until keel forms ensembles.
+        let ids: Vec<String> = config
+            .servers
+            .iter()
+            .map(|s| format!("server.{}", s.id))
+            .collect();
+        return Err(std::io::Error::other(format!(
+            "zoo.cfg describes an ensemble ({}); this keel runs standalone only (one \
+             server, or a single server.N line with standaloneEnabled=true), and running \
+             each member alone would let their data diverge",
+            ids.join(", ")
+        )));
+    }
     let config = Arc::new(config);
     let tls = client::tls_acceptor(&config)?;
     // Like ZooKeeper, bind the metrics endpoint and the AdminServer before loading data.
