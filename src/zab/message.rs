@@ -7,6 +7,11 @@ use bytes::Bytes;
 
 use super::{Sid, Zxid};
 
+/// A non-voter's own vote: ZooKeeper's Long.MIN_VALUE as leader, zxid and peerEpoch
+/// (FastLeaderElection `getInitId`, `getInitLastLoggedZxid`, `getPeerEpoch`), as
+/// its bit pattern. It names no participant, so any voter's vote beats it.
+pub const NO_VOTE: u64 = i64::MIN as u64;
+
 /// A member's state as it appears in a notification (ZooKeeper's `ServerState`; wire
 /// values LOOKING 0, FOLLOWING 1, LEADING 2, OBSERVING 3, ZAB-WIRE.md §2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -9,7 +9,7 @@
 //! PING) in [`leader`] and [`learner`]; [`quorum`] says what a majority is, [`log`]
 //! holds the in-memory window of the member's txn log, [`storage`] the durable side as
 //! a trait plus an in-memory implementation for the simulation, [`message`] the
-//! messages. Txn payloads are opaque bytes with zxids (later ZooKeeper's TxnHeader plus
+//! messages, [`wire`] ZooKeeper's byte formats for them on both ports. Txn payloads are opaque bytes with zxids (later ZooKeeper's TxnHeader plus
 //! txn record).
 //!
 //! Ordering rules the runtime must keep (each is repeated at the action it governs):
@@ -28,6 +28,7 @@ pub mod log;
 pub mod message;
 pub mod quorum;
 pub mod storage;
+pub mod wire;
 
 use bytes::Bytes;
 
