@@ -308,6 +308,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_check_logged_before_its_version_was_kept_still_reads() {
+        let mut b = vec![TXN_ENCODING];
+        for v in [1i64, 2, 3] {
+            b.extend_from_slice(&v.to_be_bytes());
+        }
+        b.extend_from_slice(&4i32.to_be_bytes());
+        b.push(tag::CHECK);
+        b.extend_from_slice(&[0, 0, 0, 2, b'/', b'x']);
+        assert_eq!(
+            Txn::decode(&b).unwrap().op,
+            TxnOp::Check {
+                path: "/x".into(),
+                version: -1
+            }
+        );
+    }
+
+    #[test]
     fn every_op_round_trips() {
         let acl = crate::tree::acl::open_acl();
         let ops = vec![
