@@ -12,6 +12,7 @@
 //!   each packet type (LearnerInfo, LEADERINFO, ACKEPOCH, NEWLEADER, PING).
 //! - [`txn`]: PROPOSAL / INFORM data, ZooKeeper's TxnHeader plus txn record, and the
 //!   one conversion between them and keel's [`crate::server::txn::Txn`].
+//! - [`config`]: the quorum config text notifications and NEWLEADER carry.
 //! - [`reader`]: the offset-aware jute reader they decode with (the importer too).
 //!
 //! Numbers the core keeps unsigned (sids, zxids, epochs) are Java longs on the wire and
@@ -20,6 +21,7 @@
 //!
 //! Malformed input is a [`WireError`], never a panic.
 
+pub mod config;
 pub mod election;
 pub mod packet;
 pub mod quorum;
