@@ -75,13 +75,20 @@ impl InitialMessage {
     /// read): protocol version, sid, int length + address text; the legacy form is the
     /// sid alone. IPv6 hosts are written as `[host]:port` (NetUtils.formatInetAddr).
     ///
-    /// Errors: no address for V1/V2, or an address text past [`MAX_ADDRESS_BYTES`].
+    /// Errors: V1 without exactly one address, V2 without any, or an address text past
+    /// [`MAX_ADDRESS_BYTES`].
     pub fn encode(&self) -> Result<Bytes, WireError> {
         let mut b = BytesMut::new();
         let version = match self.handshake {
             Handshake::Legacy => {
                 b.put_i64(self.sid as i64);
                 return Ok(b.freeze());
+            }
+            Handshake::V1 if self.addresses.len() != 1 => {
+                return Err(WireError::Address(format!(
+                    "V1 carries one address, not {}",
+                    self.addresses.len()
+                )))
             }
             Handshake::V1 => PROTOCOL_VERSION_V1,
             Handshake::V2 => PROTOCOL_VERSION_V2,
@@ -424,6 +431,12 @@ mod tests {
             InitialMessage::decode(&hex("FFFFFFFFFFFF0000 0000000000000001 00000000")),
             Err(WireError::AddressLength(0))
         );
+        let two = InitialMessage {
+            handshake: Handshake::V1,
+            sid: 1,
+            addresses: m.addresses.clone(),
+        };
+        assert!(two.encode().is_err(), "V1 names one address");
         let mut bad = hex("FFFFFFFFFFFF0000 0000000000000001 00000004");
         bad.extend_from_slice(b"h:xx");
         assert!(matches!(

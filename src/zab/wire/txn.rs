@@ -552,6 +552,11 @@ fn op_from_keel(o: &TxnOp, session_id: i64, top: bool) -> Result<(i32, ZkTxn), W
                 .collect::<Result<_, _>>()?;
             (op::MULTI, ZkTxn::Multi(ops))
         }
+        TxnOp::MultiError(codes) if codes.is_empty() => {
+            return Err(zk_error(
+                "a failed multi without ops: it would read back as an empty multi",
+            ))
+        }
         // ZooKeeper keeps the records of the ops before the failing one; every applier
         // turns them into error(0) (DataTree.processTxn), which is all keel kept.
         TxnOp::MultiError(codes) => (
@@ -573,7 +578,8 @@ fn op_from_keel(o: &TxnOp, session_id: i64, top: bool) -> Result<(i32, ZkTxn), W
 /// - a createSession whose password is not ZooKeeper's derivation from the session id
 ///   (the record carries none);
 /// - a create whose owner its type's record cannot express (see [`encode_payload`]);
-/// - a createSession, closeSession, setACL, multi or failure list inside a multi.
+/// - a createSession, closeSession, setACL, multi or failure list inside a multi;
+/// - a failed multi without ops.
 pub fn from_keel(txn: &Txn) -> Result<(TxnHeader, ZkTxn), WireError> {
     let (kind, record) = op_from_keel(&txn.op, txn.session_id, true)?;
     let header = TxnHeader {
@@ -841,6 +847,7 @@ mod tests {
                 aversion: 1,
             }]),
             TxnOp::Multi(vec![TxnOp::Multi(vec![])]),
+            TxnOp::MultiError(vec![]),
         ];
         for op in refused {
             assert!(
