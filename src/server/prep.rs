@@ -370,9 +370,10 @@ impl<'a> Prep<'a> {
         Self::validate(p)?;
         let node = self.node(p)?;
         self.check_acl(&node, perm::READ)?;
-        check_version(node.version, version)?;
+        let version = check_version(node.version, version)?;
         Ok(TxnOp::Check {
             path: p.to_string(),
+            version,
         })
     }
 

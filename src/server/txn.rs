@@ -64,6 +64,10 @@ pub enum TxnOp {
     /// A version check that passed (inside multi, or alone).
     Check {
         path: String,
+        /// The znode's dataVersion + 1, as ZooKeeper's CheckVersionTxn records it
+        /// (PrepRequestProcessor.checkAndIncVersion); no applier reads it. -1 in checks
+        /// logged before keel kept it.
+        version: i32,
     },
     /// All ops of a multi that passed prep; a failed multi is an `Error` list instead.
     Multi(Vec<TxnOp>),
@@ -88,6 +92,8 @@ mod tag {
     pub const MULTI: u8 = 8;
     pub const MULTI_ERROR: u8 = 9;
     pub const ERROR: u8 = 10;
+    /// A check with its version (tag 7 is the older form without it).
+    pub const CHECK_VERSION: u8 = 11;
 }
 
 fn encode_op(op: &TxnOp, b: &mut bytes::BytesMut) {
@@ -143,9 +149,10 @@ fn encode_op(op: &TxnOp, b: &mut bytes::BytesMut) {
             acl.encode(b);
             b.put_i32(*aversion);
         }
-        TxnOp::Check { path } => {
-            b.put_u8(tag::CHECK);
+        TxnOp::Check { path, version } => {
+            b.put_u8(tag::CHECK_VERSION);
             path.encode(b);
+            b.put_i32(*version);
         }
         TxnOp::Multi(ops) => {
             b.put_u8(tag::MULTI);
@@ -205,7 +212,14 @@ fn decode_op(d: &mut jute::Decoder<'_>, depth: u32) -> Result<TxnOp, jute::JuteE
             acl: d.record()?,
             aversion: d.int()?,
         },
-        tag::CHECK => TxnOp::Check { path: d.record()? },
+        tag::CHECK => TxnOp::Check {
+            path: d.record()?,
+            version: -1,
+        },
+        tag::CHECK_VERSION => TxnOp::Check {
+            path: d.record()?,
+            version: d.int()?,
+        },
         tag::MULTI if depth == 0 => {
             let n = d.int()?;
             if n < 0 || n as usize > d.remaining().len() {
@@ -281,7 +295,7 @@ fn size_hint(op: &TxnOp) -> usize {
             path, data: d, acl, ..
         } => 32 + path.len() + data(d) + 48 * acl.len(),
         TxnOp::SetData { path, data: d, .. } => 32 + path.len() + data(d),
-        TxnOp::Delete { path } | TxnOp::Check { path } => 16 + path.len(),
+        TxnOp::Delete { path } | TxnOp::Check { path, .. } => 16 + path.len(),
         TxnOp::SetAcl { path, acl, .. } => 16 + path.len() + 48 * acl.len(),
         TxnOp::Multi(ops) => ops.iter().map(|o| 8 + size_hint(o)).sum(),
         TxnOp::CloseSession { ephemerals } => ephemerals.iter().map(|p| 4 + p.len()).sum(),
@@ -292,6 +306,24 @@ fn size_hint(op: &TxnOp) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_check_logged_before_its_version_was_kept_still_reads() {
+        let mut b = vec![TXN_ENCODING];
+        for v in [1i64, 2, 3] {
+            b.extend_from_slice(&v.to_be_bytes());
+        }
+        b.extend_from_slice(&4i32.to_be_bytes());
+        b.push(tag::CHECK);
+        b.extend_from_slice(&[0, 0, 0, 2, b'/', b'x']);
+        assert_eq!(
+            Txn::decode(&b).unwrap().op,
+            TxnOp::Check {
+                path: "/x".into(),
+                version: -1
+            }
+        );
+    }
 
     #[test]
     fn every_op_round_trips() {
@@ -323,7 +355,10 @@ mod tests {
                 acl,
                 aversion: 2,
             },
-            TxnOp::Check { path: "/x".into() },
+            TxnOp::Check {
+                path: "/x".into(),
+                version: 5,
+            },
             TxnOp::MultiError(vec![ErrorCode::Ok, ErrorCode::NoNode]),
             TxnOp::Error(ErrorCode::NodeExists),
         ];

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 
-use super::message::{Message, Notification, ServerState};
+use super::message::{Message, Notification, ServerState, NO_VOTE};
 use super::{Ctx, Next, Sid, Zxid};
 
 /// A vote: the proposed leader, its last logged zxid and its currentEpoch.
@@ -262,7 +262,15 @@ impl Election {
     }
 }
 
+/// ZooKeeper's initial vote: itself for a voter, [`NO_VOTE`] for anyone else.
 fn initial_vote(ctx: &Ctx) -> Vote {
+    if !ctx.is_participant() {
+        return Vote {
+            leader: NO_VOTE,
+            zxid: NO_VOTE,
+            peer_epoch: NO_VOTE,
+        };
+    }
     Vote {
         leader: ctx.me(),
         zxid: ctx.log.last(),

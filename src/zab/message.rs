@@ -1,11 +1,16 @@
 //! What members say to each other: FastLeaderElection notifications on the election
 //! port and QuorumPacket-shaped messages on the quorum port, one variant per ZooKeeper
-//! packet type (../shared/ZAB-WIRE.md §2, §3), so the codec that later puts them on the
-//! wire is a pure translation with no protocol decisions of its own.
+//! packet type (../shared/ZAB-WIRE.md §2, §3), so the codec that puts them on the
+//! wire ([`super::wire`]) is a pure translation with no protocol decisions of its own.
 
 use bytes::Bytes;
 
 use super::{Sid, Zxid};
+
+/// A non-voter's own vote: ZooKeeper's Long.MIN_VALUE as leader, zxid and peerEpoch
+/// (FastLeaderElection `getInitId`, `getInitLastLoggedZxid`, `getPeerEpoch`), as
+/// its bit pattern. It names no participant, so any voter's vote beats it.
+pub const NO_VOTE: u64 = i64::MIN as u64;
 
 /// A member's state as it appears in a notification (ZooKeeper's `ServerState`; wire
 /// values LOOKING 0, FOLLOWING 1, LEADING 2, OBSERVING 3, ZAB-WIRE.md §2).
@@ -51,10 +56,26 @@ pub struct Notification {
     pub config: Bytes,
 }
 
+impl Notification {
+    /// A non-voter's LOOKING notification in round `round`: its own vote, [`NO_VOTE`]
+    /// as leader, zxid and peerEpoch, as ZooKeeper's observers send it.
+    pub fn non_voter(round: u64) -> Notification {
+        Notification {
+            state: ServerState::Looking,
+            leader: NO_VOTE,
+            zxid: NO_VOTE,
+            election_epoch: round,
+            peer_epoch: NO_VOTE,
+            config: Bytes::new(),
+        }
+    }
+}
+
 /// One message between members. `Notification` travels on the election port; every
 /// other variant is a QuorumPacket on the quorum port, named and numbered as in
-/// ZooKeeper's `Leader.java` (ZAB-WIRE.md §3). Txn payloads are opaque bytes: later
-/// ZooKeeper's TxnHeader plus txn record (ZAB-WIRE.md §5).
+/// ZooKeeper's `Leader.java` (ZAB-WIRE.md §3); [`super::wire::quorum`] maps each to its
+/// packet. Txn payloads are opaque bytes: on the wire ZooKeeper's TxnHeader plus txn
+/// record (ZAB-WIRE.md §5, [`super::wire::txn`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Message {
     /// Election port: a vote (§2).
@@ -108,8 +129,8 @@ pub enum Message {
         /// The truncate-to zxid (kept).
         zxid: Zxid,
     },
-    /// 15, leader -> learner: the leader's state as of `zxid` (later ZooKeeper's
-    /// DataTree serialization, §4.4), then PROPOSALs follow.
+    /// 15, leader -> learner: the leader's state as of `zxid` (on the wire ZooKeeper's
+    /// DataTree serialization, §4.4, not yet produced or read), then PROPOSALs follow.
     Snap {
         /// The zxid of the last txn the snapshot holds.
         zxid: Zxid,

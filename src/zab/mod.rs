@@ -9,8 +9,9 @@
 //! PING) in [`leader`] and [`learner`]; [`quorum`] says what a majority is, [`log`]
 //! holds the in-memory window of the member's txn log, [`storage`] the durable side as
 //! a trait plus an in-memory implementation for the simulation, [`message`] the
-//! messages. Txn payloads are opaque bytes with zxids (later ZooKeeper's TxnHeader plus
-//! txn record).
+//! messages, [`wire`] ZooKeeper's bytes for them on both ports. Txn payloads are
+//! opaque to the core: on the wire they are ZooKeeper's TxnHeader plus txn record
+//! ([`wire::txn`] converts keel's txns to and from them).
 //!
 //! Ordering rules the runtime must keep (each is repeated at the action it governs):
 //! - actions run in the order returned; `PersistAcceptedEpoch`, `PersistCurrentEpoch`,
@@ -28,6 +29,7 @@ pub mod log;
 pub mod message;
 pub mod quorum;
 pub mod storage;
+pub mod wire;
 
 use bytes::Bytes;
 
@@ -65,7 +67,8 @@ pub fn counter_of(zxid: Zxid) -> u32 {
 pub struct Txn {
     /// The txn's zxid.
     pub zxid: Zxid,
-    /// The payload (later ZooKeeper's TxnHeader + txn record).
+    /// The payload: for a ZooKeeper peer, its TxnHeader + txn record
+    /// ([`wire::txn::encode_keel`]).
     pub data: Bytes,
 }
 
