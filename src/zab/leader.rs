@@ -192,6 +192,19 @@ impl Leader {
                     ctx.emit(Action::CloseConnection { peer: from });
                     return Next::Stay;
                 }
+                if self.phase != Phase::Discovery && accepted_epoch > self.epoch {
+                    // The learner promised a newer epoch to a leader that never got a
+                    // quorum of ACKEPOCHs (a "false leader", ZOOKEEPER-335): it refuses
+                    // our LEADERINFO and can never follow this epoch. ZooKeeper sends
+                    // LEADERINFO anyway and the learner loops between LOOKING and
+                    // FOLLOWING for as long as this leader keeps its quorum (found by
+                    // seed 13893: two of five members out for good). Stepping down lets
+                    // the next discovery choose an epoch above that promise. It cannot
+                    // repeat without end: an acceptedEpoch only rises by a LEADERINFO
+                    // from a leader that had a quorum of FOLLOWERINFOs, and each step
+                    // down raises the next epoch chosen.
+                    return Next::Look;
+                }
                 // A new connection from a known learner replaces its old handler.
                 self.handlers.insert(
                     from,

@@ -438,3 +438,39 @@ fn fresh_ensembles_serve_within_init_limit() {
         expect(&w, serving, "a fresh ensemble serves within initLimit");
     }
 }
+
+/// A member that promised a newer epoch to a leader that never got a quorum of
+/// ACKEPOCHs (acceptedEpoch above the established epoch, found by seed 13893) cannot
+/// follow the established leader: the leader steps down so that the next discovery
+/// chooses an epoch above that promise, and the member rejoins.
+#[test]
+fn learner_with_a_newer_accepted_epoch_rejoins() {
+    let mut w = world(13893, Options::quiet(3));
+    let l = settle(&mut w);
+    write(&mut w, 5);
+    let Some(RoleChange::LeaderEstablished { epoch }) = w.members[l as usize - 1].role else {
+        panic!("the leader's role");
+    };
+    let f = followers(&w, l)[0];
+    w.crash(f);
+    w.members[f as usize - 1]
+        .storage
+        .set_accepted_epoch(epoch + 3);
+    write(&mut w, 5);
+    w.restart(f);
+    let joined = w.run_until_cond(10_000, |w| {
+        matches!(
+            w.members[f as usize - 1].role,
+            Some(RoleChange::LearnerServing { epoch: e, .. }) if e >= epoch + 3
+        )
+    });
+    ok(&w);
+    expect(
+        &w,
+        joined,
+        "the member with the newer acceptedEpoch rejoins",
+    );
+    settle(&mut w);
+    write(&mut w, 5);
+    converge(&mut w);
+}
