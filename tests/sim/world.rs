@@ -1037,9 +1037,17 @@ fn short(a: &Action) -> String {
     }
 }
 
+/// What a seed that passed did: how many txns were acknowledged, and the syncs
+/// leaders started by kind (`World::syncs`).
+#[derive(Debug)]
+pub struct Outcome {
+    pub acked: usize,
+    pub syncs: BTreeMap<&'static str, u64>,
+}
+
 /// Runs a seed's random schedule: chaos, then calm with a liveness check. Err holds
 /// the failure with the seed to replay it.
-pub fn run_seed(seed: u64, opts: Options) -> Result<usize, String> {
+pub fn run_seed(seed: u64, opts: Options) -> Result<Outcome, String> {
     let mut w = World::new(seed, opts.clone());
     w.run_until(opts.chaos_ms);
     if w.failure.is_none() {
@@ -1092,7 +1100,10 @@ pub fn run_seed(seed: u64, opts: Options) -> Result<usize, String> {
         }
     }
     match w.failure.take() {
-        None => Ok(w.checker.acked.len()),
+        None => Ok(Outcome {
+            acked: w.checker.acked.len(),
+            syncs: std::mem::take(&mut w.syncs),
+        }),
         Some(e) => Err(format!(
             "seed {seed} ({} members) failed: {e}\nreplay: KEEL_SIM_SEED={seed} cargo test --release --test sim replay -- --nocapture\n{}",
             opts.participants,
