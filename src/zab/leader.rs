@@ -61,8 +61,9 @@ struct Handler {
     acked: Zxid,
     last_heard_ms: u64,
     /// The txns read from the on-disk log for a DIFF so far (`Stage::ReadingLog`),
-    /// ascending from just after the learner's last zxid. Bounded by the size rule
-    /// of `storage::read_for_diff`; emptied when the sync is queued.
+    /// ascending from just after the learner's last zxid. Bounded by the on-disk log
+    /// since the newest snapshot (and by the size rule of `storage::read_for_diff`
+    /// once there is one); emptied when the sync is queued.
     from_log: Vec<Txn>,
 }
 

@@ -299,8 +299,9 @@ pub enum Action {
     /// it. The read may complete later (nothing else waits for it: the learner's sync
     /// does), but it reads the log as it is when it runs, appended txns not yet synced
     /// included; a `TruncateLog` or `InstallSnapshot` cannot come between (only a
-    /// leader reads, and a leader does neither). The core checks that the txns reach
-    /// `upto` without a gap (ZOOKEEPER-2418) and sends SNAP otherwise.
+    /// leader reads, and a leader does neither), and a local snapshot that dropped the
+    /// log before `after` makes the answer `None`. The core checks that the txns
+    /// reach `upto` without a gap (ZOOKEEPER-2418) and sends SNAP otherwise.
     ReadLog {
         /// The learner the DIFF is for.
         peer: Sid,
