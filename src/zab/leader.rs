@@ -32,6 +32,9 @@ enum Stage {
     Info,
     /// ACKEPOCH received; the sync waits for the leader's ACKEPOCH quorum.
     EpochAcked { last_zxid: Zxid },
+    /// Behind the in-memory window: `Action::ReadLog` for the txns after `after` up
+    /// to `upto` is out; those before it are in `Handler::from_log`.
+    ReadingLog { after: Zxid, upto: Zxid },
     /// Sync and NEWLEADER queued; waiting for the ACK of NEWLEADER, which covers
     /// every txn queued before NEWLEADER (up to `newleader_upto`).
     Syncing { newleader_upto: Zxid },
@@ -57,6 +60,11 @@ struct Handler {
     /// The highest zxid it acknowledged as durable.
     acked: Zxid,
     last_heard_ms: u64,
+    /// The txns read from the on-disk log for a DIFF so far (`Stage::ReadingLog`),
+    /// ascending from just after the learner's last zxid. Bounded by the on-disk log
+    /// since the newest snapshot (and by the size rule of `storage::read_for_diff`
+    /// once there is one); emptied when the sync is queued.
+    from_log: Vec<Txn>,
 }
 
 impl Handler {
@@ -116,6 +124,10 @@ impl Leader {
             Input::Message { from, msg } => self.on_message(ctx, from, msg),
             Input::Disconnected { peer } => {
                 self.handlers.remove(&peer);
+                self.advance(ctx)
+            }
+            Input::LogRead { peer, after, txns } => {
+                self.on_log_read(ctx, peer, after, txns);
                 self.advance(ctx)
             }
             Input::Propose { .. } | Input::Durable { .. } => Next::Stay,
@@ -192,6 +204,19 @@ impl Leader {
                     ctx.emit(Action::CloseConnection { peer: from });
                     return Next::Stay;
                 }
+                if self.phase != Phase::Discovery && accepted_epoch > self.epoch {
+                    // The learner promised a newer epoch to a leader that never got a
+                    // quorum of ACKEPOCHs (a "false leader", ZOOKEEPER-335): it refuses
+                    // our LEADERINFO and can never follow this epoch. ZooKeeper sends
+                    // LEADERINFO anyway and the learner loops between LOOKING and
+                    // FOLLOWING for as long as this leader keeps its quorum (found by
+                    // seed 13893: two of five members out for good). Stepping down lets
+                    // the next discovery choose an epoch above that promise. It cannot
+                    // repeat without end: an acceptedEpoch only rises by a LEADERINFO
+                    // from a leader that had a quorum of FOLLOWERINFOs, and each step
+                    // down raises the next epoch chosen.
+                    return Next::Look;
+                }
                 // A new connection from a known learner replaces its old handler.
                 self.handlers.insert(
                     from,
@@ -206,6 +231,7 @@ impl Leader {
                         commit_sent_upto: 0,
                         acked: 0,
                         last_heard_ms: now,
+                        from_log: Vec::new(),
                     },
                 );
                 self.advance(ctx)
@@ -371,8 +397,12 @@ impl Leader {
 
     /// ZooKeeper's `LearnerHandler.syncFollower` (ZAB-WIRE.md §4.2) over the in-memory
     /// log, then `startForwarding`: DIFF when the learner's last zxid is in our log,
-    /// TRUNC when it holds txns past ours in that epoch, SNAP otherwise; then every
-    /// txn it lacks as PROPOSAL (+ COMMIT when committed), then NEWLEADER.
+    /// TRUNC when it holds txns past ours in that epoch; behind the window a DIFF from
+    /// the on-disk log (`Action::ReadLog`, finished in `on_log_read`) when it holds the
+    /// learner's last txn, SNAP otherwise; then every txn it lacks as PROPOSAL (+
+    /// COMMIT when committed), then NEWLEADER. As in ZooKeeper, the on-disk log only
+    /// serves a learner whose last zxid it holds exactly: one that diverged behind the
+    /// window (a TRUNC in the window's terms) gets a SNAP.
     fn sync_learner(&mut self, ctx: &mut Ctx, sid: Sid, peer: Zxid) {
         let log = &ctx.log;
         let last = log.last();
@@ -393,24 +423,98 @@ impl Leader {
                     let prev = log.before(peer);
                     trunc_or_bug(prev, last)
                 } else {
-                    (
-                        Message::Snap {
-                            zxid: committed,
-                            snapshot: Bytes::new(),
-                        },
-                        committed,
-                    )
+                    snap_at(committed)
                 }
             }
+        } else if counter_of(peer) != 0 && ctx.config.snapshot_size_factor >= 0.0 {
+            // Behind the window: ask for the on-disk log between the learner's last
+            // txn and the window (ZooKeeper reads it for a peer zxid it holds; a
+            // zxid of 0 or of a new epoch is no txn, so those get a SNAP at once).
+            let upto = log.base();
+            ctx.emit(Action::ReadLog {
+                peer: sid,
+                after: peer,
+                upto,
+                snapshot_size_factor: ctx.config.snapshot_size_factor,
+            });
+            let h = self.handlers.get_mut(&sid).expect("handler to sync");
+            h.from_log.clear();
+            h.stage = Stage::ReadingLog { after: peer, upto };
+            return;
         } else {
-            (
-                Message::Snap {
-                    zxid: committed,
-                    snapshot: Bytes::new(),
-                },
-                committed,
-            )
+            snap_at(committed)
         };
+        self.queue_sync(ctx, sid, first, from, Vec::new());
+    }
+
+    /// The answer to a `ReadLog` for learner `sid`: DIFF when the txns read join the
+    /// in-memory window without a gap (ZOOKEEPER-2418: a DIFF with a hole would leave
+    /// the learner's state wrong for good), SNAP when the log could not serve them.
+    /// A stale answer (the learner reconnected since) is ignored.
+    fn on_log_read(&mut self, ctx: &mut Ctx, sid: Sid, after: Zxid, txns: Option<Vec<Txn>>) {
+        let Some(h) = self.handlers.get_mut(&sid) else {
+            return;
+        };
+        let Stage::ReadingLog {
+            after: asked, upto, ..
+        } = h.stage
+        else {
+            return;
+        };
+        if asked != after {
+            return;
+        }
+        let joined = txns.filter(|txns| {
+            let mut prev = after;
+            let ordered = txns.iter().all(|t| {
+                let ok = t.zxid > prev && t.zxid <= upto;
+                prev = t.zxid;
+                ok
+            });
+            ordered && prev == upto
+        });
+        let Some(txns) = joined else {
+            h.from_log.clear();
+            let committed = ctx.log.committed();
+            let (first, from) = snap_at(committed);
+            self.queue_sync(ctx, sid, first, from, Vec::new());
+            return;
+        };
+        h.from_log.extend(txns);
+        let base = ctx.log.base();
+        if base > upto {
+            // Commits trimmed the window while the read ran: read what left it.
+            ctx.emit(Action::ReadLog {
+                peer: sid,
+                after: upto,
+                upto: base,
+                snapshot_size_factor: ctx.config.snapshot_size_factor,
+            });
+            h.stage = Stage::ReadingLog {
+                after: upto,
+                upto: base,
+            };
+            return;
+        }
+        let from_log = std::mem::take(&mut h.from_log);
+        let last = ctx.log.last();
+        self.queue_sync(ctx, sid, Message::Diff { zxid: last }, upto, from_log);
+    }
+
+    /// Queues a sync that starts with `first` (DIFF, TRUNC or SNAP at `from`): the
+    /// txns `from_log` read from the on-disk log (all committed) and then every txn
+    /// of the window after `from` the learner lacks, as PROPOSAL (+ COMMIT when
+    /// committed), then NEWLEADER; the learner starts forwarding.
+    fn queue_sync(
+        &mut self,
+        ctx: &mut Ctx,
+        sid: Sid,
+        first: Message,
+        from: Zxid,
+        from_log: Vec<Txn>,
+    ) {
+        let last = ctx.log.last();
+        let committed = ctx.log.committed();
         let h = self.handlers.get_mut(&sid).expect("handler to sync");
         match first {
             Message::Snap { zxid: z, .. } => ctx.emit(Action::SendSnapshot { to: sid, zxid: z }),
@@ -419,11 +523,15 @@ impl Leader {
         // Observers get committed txns only; the rest reaches them as INFORM.
         let upto = if h.observer { committed } else { last };
         let mut sent = from;
-        let txns: Vec<Txn> = ctx
-            .log
-            .after(from)
-            .take_while(|t| t.zxid <= upto)
-            .cloned()
+        let txns: Vec<Txn> = from_log
+            .into_iter()
+            .chain(
+                ctx.log
+                    .after(from)
+                    .take_while(|t| t.zxid <= upto)
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            )
             .collect();
         let mut last_commit = None;
         for t in txns {
@@ -565,6 +673,17 @@ impl Leader {
             }
         }
     }
+}
+
+/// A SNAP of the state at the commit point `committed`, the txns after it to follow.
+fn snap_at(committed: Zxid) -> (Message, Zxid) {
+    (
+        Message::Snap {
+            zxid: committed,
+            snapshot: Bytes::new(),
+        },
+        committed,
+    )
 }
 
 /// TRUNC(to) as the rule says, or, under the simulation's deliberate bug, a DIFF.

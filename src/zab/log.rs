@@ -1,8 +1,9 @@
 //! The core's in-memory view of its own txn log: the window of recent committed txns
 //! the leader sends in a DIFF (ZooKeeper's `committedLog`, `zookeeper.commitLogCount`)
 //! followed by every logged txn not yet known committed. Older txns live only in
-//! storage; a learner behind the window gets a SNAP (reading the on-disk log for a
-//! DIFF, ZAB-WIRE.md §4.2 rule 5, is a later step).
+//! storage: for a learner behind the window the leader asks the runtime to read them
+//! (`Action::ReadLog`, ZAB-WIRE.md §4.2 rule 5) and sends a SNAP when the on-disk log
+//! cannot serve them.
 
 use std::collections::VecDeque;
 

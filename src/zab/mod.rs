@@ -20,7 +20,9 @@
 //! - `AppendTxns` may complete later: the runtime reports [`Input::Durable`] once every
 //!   appended txn up to a zxid is synced (group commit);
 //! - `Commit` is applied before any later `SendSnapshot`, so a snapshot holds exactly
-//!   the txns committed before it.
+//!   the txns committed before it;
+//! - `ReadLog` may complete later: the runtime reads its txn log and reports
+//!   [`Input::LogRead`] (ZooKeeper reads it in the LearnerHandler's thread).
 
 pub mod election;
 pub mod leader;
@@ -94,6 +96,11 @@ pub struct Config {
     /// How many committed txns a member keeps in memory for DIFFs
     /// (`zookeeper.commitLogCount`, 500).
     pub commit_log_count: usize,
+    /// A learner behind that window is synced by DIFF from the on-disk txn log while
+    /// the log from its last zxid on is at most this fraction of the newest snapshot's
+    /// size; SNAP beyond that (`zookeeper.snapshotSizeFactor`, 0.33). Negative: never
+    /// read the on-disk log for a DIFF. See [`storage::read_for_diff`].
+    pub snapshot_size_factor: f64,
 }
 
 impl Config {
@@ -114,6 +121,7 @@ impl Config {
             finalize_wait_ms: 200,
             max_notification_interval_ms: 60_000,
             commit_log_count: 500,
+            snapshot_size_factor: 0.33,
         }
     }
 }
@@ -161,6 +169,17 @@ pub enum Input {
     Durable {
         /// The last durable zxid.
         zxid: Zxid,
+    },
+    /// The answer to [`Action::ReadLog`] with the same `peer` and `after`.
+    LogRead {
+        /// The learner the read was for.
+        peer: Sid,
+        /// The `after` of the request.
+        after: Zxid,
+        /// The logged txns with `after < zxid <= upto`, ascending; `None` when the
+        /// log does not hold the txn `after` itself (it does not reach back that far)
+        /// or the size rule of [`storage::read_for_diff`] says SNAP.
+        txns: Option<Vec<Txn>>,
     },
 }
 
@@ -276,6 +295,26 @@ pub enum Action {
     ProposeRefused,
     /// The member's role changed.
     RoleChanged(RoleChange),
+    /// Read the txn log for a DIFF to learner `peer` that is behind the in-memory
+    /// window (ZooKeeper's `getProposalsFromTxnLog`, ZAB-WIRE.md §4.2 rule 5), and
+    /// report [`Input::LogRead`] with the same `peer` and `after`:
+    /// [`storage::read_for_diff`]`(storage, after, upto, snapshot_size_factor)` does
+    /// it. The read may complete later (nothing else waits for it: the learner's sync
+    /// does), but it reads the log as it is when it runs, appended txns not yet synced
+    /// included; a `TruncateLog` or `InstallSnapshot` cannot come between (only a
+    /// leader reads, and a leader does neither), and a local snapshot that dropped the
+    /// log before `after` makes the answer `None`. The core checks that the txns
+    /// reach `upto` without a gap (ZOOKEEPER-2418) and sends SNAP otherwise.
+    ReadLog {
+        /// The learner the DIFF is for.
+        peer: Sid,
+        /// The learner's last zxid: the log must hold this txn.
+        after: Zxid,
+        /// The last txn wanted: the zxid just before the in-memory window.
+        upto: Zxid,
+        /// [`Config::snapshot_size_factor`].
+        snapshot_size_factor: f64,
+    },
 }
 
 /// State every role reads: settings, epochs, the log and the clock of this step.

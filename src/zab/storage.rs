@@ -31,6 +31,49 @@ pub trait ZabStorage {
     fn install_snapshot(&mut self, zxid: Zxid, snapshot: Bytes);
     /// The last snapshot: its zxid and bytes (0 and empty for none).
     fn snapshot(&self) -> (Zxid, Bytes);
+    /// The stored size in bytes of the logged txns with zxid > `after` (ZooKeeper's
+    /// `TxnIterator.getStorageSize`, which counts whole log files). The default sums
+    /// the payloads; a store with real files overrides it with their sizes.
+    fn log_bytes_after(&self, after: Zxid) -> u64 {
+        self.read_range(after, Zxid::MAX)
+            .iter()
+            .map(|t| t.data.len() as u64)
+            .sum()
+    }
+    /// The size in bytes of the newest snapshot (0 for none). The default measures
+    /// [`ZabStorage::snapshot`]; a store with snapshot files overrides it.
+    fn snapshot_bytes(&self) -> u64 {
+        self.snapshot().1.len() as u64
+    }
+}
+
+/// Executes [`super::Action::ReadLog`]: the logged txns with `after < zxid <= upto` for a
+/// DIFF, or `None` for SNAP. ZooKeeper's rule (`ZKDatabase.getProposalsFromTxnLog`,
+/// `calculateTxnLogSizeLimit`): the log must hold the txn `after` itself (a learner
+/// whose last zxid the log does not reach, or never held, gets a SNAP), and, when the
+/// limit `snapshot_size_factor` x the newest snapshot's size is above 0, the log from
+/// `after` on must not be larger than it (reading more than a third of a snapshot's
+/// worth of log costs more than sending the snapshot). A limit of 0 (no snapshot, or
+/// a factor of 0) does not limit; a negative factor disables the read. The sizes are
+/// those of [`ZabStorage::log_bytes_after`] and [`ZabStorage::snapshot_bytes`].
+pub fn read_for_diff<S: ZabStorage + ?Sized>(
+    storage: &S,
+    after: Zxid,
+    upto: Zxid,
+    snapshot_size_factor: f64,
+) -> Option<Vec<Txn>> {
+    if snapshot_size_factor < 0.0 || after == 0 {
+        return None;
+    }
+    // Zxids are integers: the txn `after` is the only one in (after - 1, after].
+    if storage.read_range(after - 1, after).is_empty() {
+        return None;
+    }
+    let limit = (storage.snapshot_bytes() as f64 * snapshot_size_factor) as u64;
+    if limit > 0 && storage.log_bytes_after(after) > limit {
+        return None;
+    }
+    Some(storage.read_range(after, upto))
 }
 
 /// In-memory storage for the simulation. Appends sit in an unsynced tail until
@@ -203,6 +246,47 @@ mod tests {
         assert_eq!(r.snapshot_zxid, zxid(1, 7));
         assert!(r.log.is_empty(), "a SNAP replaces the log");
         assert_eq!(s.snapshot(), (zxid(1, 7), Bytes::from_static(b"state")));
+    }
+
+    #[test]
+    fn read_for_diff_needs_the_txn_and_keeps_to_the_size_rule() {
+        let mut s = MemStorage::new();
+        s.append(&[t(1), t(2), t(3), t(4)]);
+        s.sync();
+        assert_eq!(
+            read_for_diff(&s, zxid(1, 1), zxid(1, 3), 0.33),
+            Some(vec![t(2), t(3)])
+        );
+        assert_eq!(
+            read_for_diff(&s, zxid(1, 1), zxid(1, 3), -1.0),
+            None,
+            "disabled"
+        );
+        assert_eq!(
+            read_for_diff(&s, 0, zxid(1, 3), 0.33),
+            None,
+            "zxid 0 is no txn"
+        );
+        // A snapshot of 4 bytes: a limit of 1 byte, and 3 bytes of log after 1.
+        s.save_snapshot(zxid(1, 1), Bytes::from_static(b"snap"));
+        assert_eq!(
+            read_for_diff(&s, zxid(1, 1), zxid(1, 3), 0.33),
+            None,
+            "log gone"
+        );
+        assert_eq!(
+            read_for_diff(&s, zxid(1, 2), zxid(1, 3), 0.33),
+            None,
+            "too large"
+        );
+        assert_eq!(
+            read_for_diff(&s, zxid(1, 2), zxid(1, 3), 0.5),
+            Some(vec![t(3)])
+        );
+        assert_eq!(
+            read_for_diff(&s, zxid(1, 2), zxid(1, 4), 0.0),
+            Some(vec![t(3), t(4)])
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! without random faults; the invariants of check.rs hold throughout.
 
 use keel::zab::message::Message;
-use keel::zab::storage::ZabStorage;
+use keel::zab::storage::{read_for_diff, ZabStorage};
 use keel::zab::{counter_of, epoch_of, Action, RoleChange, Sid};
 
 use super::world::{decode_state, Options, World};
@@ -367,20 +367,104 @@ fn zk4925_stale_follower_leads_and_diffs_third() {
     rejoin(&mut w, l);
 }
 
-/// ZOOKEEPER-2418: a learner further behind than the leader's in-memory window gets a
-/// SNAP, never a DIFF with a gap (reading the on-disk log for it is a later step).
-#[test]
-fn zk2418_behind_the_window_gets_snap() {
-    let mut w = world(2418, small_window(3));
+/// A follower down while 30 writes commit, with a window of 5: on restart it is
+/// behind the leader's in-memory window. Returns (world, leader, follower), the
+/// follower not yet restarted.
+fn follower_behind_the_window(seed: u64) -> (World, Sid, Sid) {
+    let mut w = world(seed, small_window(3));
     let l = settle(&mut w);
+    write(&mut w, 3);
     let f = followers(&w, l)[0];
     w.crash(f);
     write(&mut w, 30);
+    (w, l, f)
+}
+
+/// Restarts `f`, waits until it serves and every member agrees, and returns how many
+/// of each sync the leaders started meanwhile.
+fn rejoin_counting(w: &mut World, f: Sid) -> impl Fn(&World, &str) -> u64 {
+    let before = w.syncs.clone();
     w.restart(f);
-    settle(&mut w);
-    assert!(sync_count(&w, "snap") >= 1);
-    write(&mut w, 5);
-    converge(&mut w);
+    settle(w);
+    write(w, 5);
+    converge(w);
+    move |w: &World, kind: &str| sync_count(w, kind) - before.get(kind).copied().unwrap_or(0)
+}
+
+/// ZAB-WIRE.md §4.2 rule 5: a learner behind the in-memory window whose last txn the
+/// leader's on-disk log still holds is synced by DIFF from that log, not by SNAP.
+#[test]
+fn behind_the_window_diffs_from_the_on_disk_log() {
+    let (mut w, _, f) = follower_behind_the_window(2418);
+    let synced = rejoin_counting(&mut w, f);
+    let what = format!("a DIFF served from the log: {:?}", w.syncs);
+    expect(&w, synced(&w, "diff_from_log") >= 1, &what);
+    expect(&w, synced(&w, "snap") == 0, &what);
+}
+
+/// Asserts that the rejoin `synced` counts read the log (`read`: "log_read" or
+/// "log_read_refused") and then sent a SNAP, never a DIFF from the log.
+fn expect_snap_after(w: &World, synced: impl Fn(&World, &str) -> u64, read: &str) {
+    let what = format!("{read}, then a SNAP: {:?}", w.syncs);
+    expect(w, synced(w, read) >= 1, &what);
+    expect(w, synced(w, "snap") >= 1, &what);
+    expect(w, synced(w, "diff_from_log") == 0, &what);
+}
+
+/// The on-disk log no longer reaches back to the learner's last txn (the leader took
+/// a snapshot since and dropped the log it covers): SNAP.
+#[test]
+fn behind_the_on_disk_log_gets_snap() {
+    let (mut w, l, f) = follower_behind_the_window(2419);
+    w.local_snapshot(l);
+    let synced = rejoin_counting(&mut w, f);
+    expect_snap_after(&w, synced, "log_read_refused");
+}
+
+/// zookeeper.snapshotSizeFactor: a log from the learner's last txn on larger than a
+/// third of the newest snapshot costs more to send than the snapshot: SNAP.
+#[test]
+fn a_log_larger_than_the_snapshot_factor_gets_snap() {
+    let mut w = world(2420, small_window(3));
+    let l = settle(&mut w);
+    write(&mut w, 3);
+    // A snapshot of 3 small txns on the leader, taken before the follower's last txn
+    // (so the log still holds that), is far smaller than 3 x the 30 txns of log after.
+    w.local_snapshot(l);
+    write(&mut w, 2);
+    let f = followers(&w, l)[0];
+    w.crash(f);
+    write(&mut w, 30);
+    let last = w.members[f as usize - 1]
+        .storage
+        .recover()
+        .log
+        .last()
+        .unwrap()
+        .zxid;
+    let leader = &w.members[l as usize - 1].storage;
+    let upto = leader.log().last().unwrap().zxid;
+    assert!(
+        read_for_diff(leader, last, upto, 0.0).is_some(),
+        "the log reaches back"
+    );
+    assert!(
+        read_for_diff(leader, last, upto, 0.33).is_none(),
+        "but is too large"
+    );
+    let synced = rejoin_counting(&mut w, f);
+    expect_snap_after(&w, synced, "log_read_refused");
+}
+
+/// ZOOKEEPER-2418: a gap between the end of what the on-disk log gave and the start of
+/// the in-memory window. A DIFF across it would leave the learner without those txns
+/// for good; the leader notices and sends a SNAP, and every member agrees.
+#[test]
+fn zk2418_gap_between_the_log_and_the_window_gets_snap() {
+    let (mut w, _, f) = follower_behind_the_window(2418);
+    w.log_read_gap = true;
+    let synced = rejoin_counting(&mut w, f);
+    expect_snap_after(&w, synced, "log_read");
 }
 
 /// A former leader holding txns of its epoch that never committed is told TRUNC when
@@ -437,4 +521,40 @@ fn fresh_ensembles_serve_within_init_limit() {
         ok(&w);
         expect(&w, serving, "a fresh ensemble serves within initLimit");
     }
+}
+
+/// A member that promised a newer epoch to a leader that never got a quorum of
+/// ACKEPOCHs (acceptedEpoch above the established epoch, found by seed 13893) cannot
+/// follow the established leader: the leader steps down so that the next discovery
+/// chooses an epoch above that promise, and the member rejoins.
+#[test]
+fn learner_with_a_newer_accepted_epoch_rejoins() {
+    let mut w = world(13893, Options::quiet(3));
+    let l = settle(&mut w);
+    write(&mut w, 5);
+    let Some(RoleChange::LeaderEstablished { epoch }) = w.members[l as usize - 1].role else {
+        panic!("the leader's role");
+    };
+    let f = followers(&w, l)[0];
+    w.crash(f);
+    w.members[f as usize - 1]
+        .storage
+        .set_accepted_epoch(epoch + 3);
+    write(&mut w, 5);
+    w.restart(f);
+    let joined = w.run_until_cond(10_000, |w| {
+        matches!(
+            w.members[f as usize - 1].role,
+            Some(RoleChange::LearnerServing { epoch: e, .. }) if e >= epoch + 3
+        )
+    });
+    ok(&w);
+    expect(
+        &w,
+        joined,
+        "the member with the newer acceptedEpoch rejoins",
+    );
+    settle(&mut w);
+    write(&mut w, 5);
+    converge(&mut w);
 }

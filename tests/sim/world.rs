@@ -3,7 +3,7 @@
 //! simulated time. One thread; everything random comes from one seeded RNG, so a seed
 //! replays exactly.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use rand::rngs::StdRng;
@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng};
 
 use keel::zab::message::{Channel, Message};
 use keel::zab::quorum::QuorumVerifier;
-use keel::zab::storage::{MemStorage, ZabStorage};
+use keel::zab::storage::{read_for_diff, MemStorage, ZabStorage};
 use keel::zab::{Action, Config, Input, Peer, RoleChange, Sid, Txn, Zxid};
 
 use super::check::Checker;
@@ -113,6 +113,11 @@ enum Timer {
     FsyncNormal {
         sid: Sid,
     },
+    /// The answer to an `Action::ReadLog`, after the read's latency.
+    LogRead {
+        sid: Sid,
+        input: Input,
+    },
 }
 
 /// The whole simulated world.
@@ -139,8 +144,15 @@ pub struct World {
     trace: Option<VecDeque<String>>,
     /// The payload of the proposal being stepped, to pair with `Action::Proposed`.
     proposing: Option<Bytes>,
-    /// How many DIFF, TRUNC and SNAP syncs leaders started, by name.
+    /// How many DIFF, TRUNC and SNAP syncs leaders started, by name; "diff_from_log"
+    /// counts the DIFFs served from the on-disk log (also in "diff"), "log_read" the
+    /// reads of it and "log_read_refused" those that found the log could not serve.
     pub syncs: BTreeMap<&'static str, u64>,
+    /// Learners whose last log read served a DIFF not yet sent.
+    log_served: HashSet<(Sid, Sid)>,
+    /// Drop the last txn of every log read (ZOOKEEPER-2418's gap between the on-disk
+    /// log and the window): the leader must notice and send a SNAP.
+    pub log_read_gap: bool,
     /// Crash this member right after it executes an action that matches (the rest of
     /// that step's actions never happen).
     pub crash_after: Option<(Sid, ActionMatch)>,
@@ -213,6 +225,8 @@ impl World {
                 .map(|_| VecDeque::new()),
             proposing: None,
             syncs: BTreeMap::new(),
+            log_served: HashSet::new(),
+            log_read_gap: false,
             crash_after: None,
             crash_on_delivery: None,
             opts,
@@ -519,14 +533,25 @@ impl World {
                 .is_some_and(|(s, f)| *s == sid && f(&a));
             match &a {
                 Action::Send {
+                    to,
                     msg: Message::Diff { .. },
-                    ..
-                } => *self.syncs.entry("diff").or_default() += 1,
+                } => {
+                    *self.syncs.entry("diff").or_default() += 1;
+                    if self.log_served.remove(&(sid, *to)) {
+                        *self.syncs.entry("diff_from_log").or_default() += 1;
+                    }
+                }
                 Action::Send {
+                    to,
                     msg: Message::Trunc { .. },
-                    ..
-                } => *self.syncs.entry("trunc").or_default() += 1,
-                Action::SendSnapshot { .. } => *self.syncs.entry("snap").or_default() += 1,
+                } => {
+                    *self.syncs.entry("trunc").or_default() += 1;
+                    self.log_served.remove(&(sid, *to));
+                }
+                Action::SendSnapshot { to, .. } => {
+                    *self.syncs.entry("snap").or_default() += 1;
+                    self.log_served.remove(&(sid, *to));
+                }
                 _ => {}
             }
             self.execute_one(sid, a);
@@ -554,6 +579,31 @@ impl World {
                     self.send(sid, to, Message::Snap { zxid, snapshot });
                 }
                 Action::CloseConnection { peer } => self.break_conn(sid, peer, false),
+                Action::ReadLog {
+                    peer,
+                    after,
+                    upto,
+                    snapshot_size_factor,
+                } => {
+                    let storage = &self.members[sid as usize - 1].storage;
+                    let mut txns = read_for_diff(storage, after, upto, snapshot_size_factor);
+                    if self.log_read_gap {
+                        if let Some(t) = txns.as_mut() {
+                            t.pop();
+                        }
+                    }
+                    let served = if txns.is_some() {
+                        self.log_served.insert((sid, peer));
+                        "log_read"
+                    } else {
+                        "log_read_refused"
+                    };
+                    *self.syncs.entry(served).or_default() += 1;
+                    // A read takes a while; the leader keeps committing meanwhile.
+                    let at = self.now_ms + self.rng.gen_range(0..20);
+                    let input = Input::LogRead { peer, after, txns };
+                    self.timers.push((at, Timer::LogRead { sid, input }));
+                }
                 Action::AppendTxns { txns } => {
                     let m = self.m(sid);
                     m.storage.append(&txns);
@@ -760,17 +810,20 @@ impl World {
                 let m = self.m(sid);
                 m.next_tick_ms += lag;
             }
-            _ => {
-                // A local snapshot of the applied state, as the server takes them.
-                let m = self.m(sid);
-                if let Some(last) = m.applied.last() {
-                    let z = last.zxid;
-                    let bytes = encode_state(&m.applied);
-                    m.storage.save_snapshot(z, bytes);
-                    let now = self.now_ms;
-                    self.log(|| format!("{now} {sid}: local snapshot {z:#x}"));
-                }
-            }
+            _ => self.local_snapshot(sid),
+        }
+    }
+
+    /// `sid` takes a local snapshot of its applied state, as the server does, which
+    /// drops the log entries it covers.
+    pub fn local_snapshot(&mut self, sid: Sid) {
+        let m = self.m(sid);
+        if let Some(last) = m.applied.last() {
+            let z = last.zxid;
+            let bytes = encode_state(&m.applied);
+            m.storage.save_snapshot(z, bytes);
+            let now = self.now_ms;
+            self.log(|| format!("{now} {sid}: local snapshot {z:#x}"));
         }
     }
 
@@ -908,6 +961,7 @@ impl World {
                             }
                         }
                         Timer::FsyncNormal { sid } => self.m(sid).fsync_ms = (1, 5),
+                        Timer::LogRead { sid, input } => self.input(sid, input),
                     }
                 }
                 Ev::Fault => {
@@ -949,7 +1003,7 @@ impl World {
         self.chaos = false;
         self.heal();
         self.timers
-            .retain(|(_, t)| matches!(t, Timer::ConnectFailed { .. }));
+            .retain(|(_, t)| matches!(t, Timer::ConnectFailed { .. } | Timer::LogRead { .. }));
         for sid in 1..=self.members.len() as Sid {
             self.m(sid).fsync_ms = (1, 5);
             self.restart(sid);
@@ -983,9 +1037,17 @@ fn short(a: &Action) -> String {
     }
 }
 
+/// What a seed that passed did: how many txns were acknowledged, and the syncs
+/// leaders started by kind (`World::syncs`).
+#[derive(Debug)]
+pub struct Outcome {
+    pub acked: usize,
+    pub syncs: BTreeMap<&'static str, u64>,
+}
+
 /// Runs a seed's random schedule: chaos, then calm with a liveness check. Err holds
 /// the failure with the seed to replay it.
-pub fn run_seed(seed: u64, opts: Options) -> Result<usize, String> {
+pub fn run_seed(seed: u64, opts: Options) -> Result<Outcome, String> {
     let mut w = World::new(seed, opts.clone());
     w.run_until(opts.chaos_ms);
     if w.failure.is_none() {
@@ -1038,7 +1100,10 @@ pub fn run_seed(seed: u64, opts: Options) -> Result<usize, String> {
         }
     }
     match w.failure.take() {
-        None => Ok(w.checker.acked.len()),
+        None => Ok(Outcome {
+            acked: w.checker.acked.len(),
+            syncs: std::mem::take(&mut w.syncs),
+        }),
         Some(e) => Err(format!(
             "seed {seed} ({} members) failed: {e}\nreplay: KEEL_SIM_SEED={seed} cargo test --release --test sim replay -- --nocapture\n{}",
             opts.participants,
