@@ -169,7 +169,7 @@ impl ZabStorage for MemStorage {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::zab::zxid;
 
@@ -181,9 +181,10 @@ mod tests {
     }
 
     /// What every `ZabStorage` must do, whatever its medium: `reopen` is a restart
-    /// (for `MemStorage` a crash after the sync). The RocksDB/txn-log implementation
-    /// runs this same function when it comes.
-    fn conformance<S: ZabStorage>(mut s: S, reopen: impl Fn(S) -> S) {
+    /// (for `MemStorage` a crash after the sync); `snapshot` is a snapshot in the form
+    /// the medium stores. The production implementation (storage::zab) runs this same
+    /// function.
+    pub(crate) fn conformance<S: ZabStorage>(mut s: S, reopen: impl Fn(S) -> S, snapshot: Bytes) {
         assert_eq!(s.recover().snapshot_zxid, 0);
         s.append(&[t(1), t(2), t(3)]);
         assert_eq!(s.sync(), zxid(1, 3));
@@ -197,20 +198,24 @@ mod tests {
         assert_eq!(r.log, vec![t(1), t(2)], "a truncation is durable");
         s.append(&[t(4)]);
         s.sync();
-        s.install_snapshot(zxid(1, 7), Bytes::from_static(b"state"));
+        s.install_snapshot(zxid(1, 7), snapshot.clone());
         let s = reopen(s);
         let r = s.recover();
         assert_eq!(r.snapshot_zxid, zxid(1, 7));
         assert!(r.log.is_empty(), "a SNAP replaces the log");
-        assert_eq!(s.snapshot(), (zxid(1, 7), Bytes::from_static(b"state")));
+        assert_eq!(s.snapshot(), (zxid(1, 7), snapshot));
     }
 
     #[test]
     fn mem_storage_conforms() {
-        conformance(MemStorage::new(), |mut s| {
-            s.crash();
-            s
-        });
+        conformance(
+            MemStorage::new(),
+            |mut s| {
+                s.crash();
+                s
+            },
+            Bytes::from_static(b"state"),
+        );
     }
 
     #[test]
