@@ -497,6 +497,42 @@ mod tests {
         names
     }
 
+    /// Copies the directory tree `from` into `to`.
+    fn copy_dir(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy_dir(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), target).unwrap();
+            }
+        }
+    }
+
+    /// Opens a copy of the store in `dir` (which stays as it is), in a directory that
+    /// lives as long as the store.
+    fn open_copy(dir: &Path) -> ZabStoreIn {
+        let copy = tempfile::tempdir().unwrap();
+        copy_dir(dir, copy.path());
+        let store = open(copy.path());
+        ZabStoreIn { store, _dir: copy }
+    }
+
+    /// A store with the temporary directory it lives in.
+    struct ZabStoreIn {
+        store: ZabStore,
+        _dir: tempfile::TempDir,
+    }
+
+    impl std::ops::Deref for ZabStoreIn {
+        type Target = ZabStore;
+        fn deref(&self) -> &ZabStore {
+            &self.store
+        }
+    }
+
     fn segment_name(counter: u32) -> String {
         format!("log.{:016x}", zxid(1, counter))
     }
@@ -682,14 +718,18 @@ mod tests {
 
     /// Crashes the operation `op` on a fresh [`four_segments`] store after its k-th
     /// step for k = 1, 2, ... until it completes, and also each recovery open after
-    /// each of its own steps; every reopen must succeed and find `old` or `new(state)`.
-    /// Returns the k of the first step after which `new` is found.
+    /// each of its own steps; every reopen must succeed, and `check` says whether it
+    /// found the new state (else it must have found the old one), never the old after
+    /// the new. `damage` changes the files after the crash after step k. Returns the k
+    /// of the first step after which the new state is found, the operation's steps and
+    /// the most steps a recovery took.
     fn crash_at_every_step(
         op: impl Fn(&mut ZabStore) -> Result<(), StorageError>,
         check: impl Fn(&ZabStore, &str) -> bool,
         damage: impl Fn(&Path, u32),
-    ) -> u32 {
+    ) -> (u32, u32, u32) {
         let mut first_new = None;
+        let mut recovery_steps = 0;
         for k in 1.. {
             let dir = tempfile::tempdir().unwrap();
             let mut s = four_segments(dir.path());
@@ -702,17 +742,26 @@ mod tests {
             }
             drop(s);
             damage(dir.path(), k);
-            // A crash during the recovery too, after each of its steps.
+            let s = open_copy(dir.path());
+            let is_new = check(&s, &format!("crash after step {k}"));
+            drop(s);
+            // A crash during the recovery too, after each of its steps, each on a copy
+            // of the store as the first crash left it.
             for j in 1.. {
+                let trial = tempfile::tempdir().unwrap();
+                copy_dir(dir.path(), trial.path());
                 fail::arm(Some(j));
-                let reopened = ZabStore::open(dir.path(), dir.path(), true);
+                let reopened = ZabStore::open(trial.path(), trial.path(), true);
                 fail::arm(None);
-                if reopened.is_ok() {
+                let finished = reopened.is_ok();
+                drop(reopened);
+                let what = format!("crash after step {k}, then after recovery step {j}");
+                assert_eq!(check(&open(trial.path()), &what), is_new, "{what}");
+                if finished {
+                    recovery_steps = recovery_steps.max(j - 1);
                     break;
                 }
             }
-            let s = open(dir.path());
-            let is_new = check(&s, &format!("crash after step {k}"));
             if is_new && first_new.is_none() {
                 first_new = Some(k);
             }
@@ -723,7 +772,7 @@ mod tests {
             if done.is_ok() {
                 assert!(hits < k);
                 assert!(is_new, "a completed operation leaves the new state");
-                return first_new.expect("found new");
+                return (first_new.expect("found new"), hits, recovery_steps);
             }
         }
         unreachable!()
@@ -734,7 +783,7 @@ mod tests {
         // Txn 10 is in the first append (9..=12) of the second segment.
         let after = zxid(1, 10);
         let new: Vec<u32> = (1..=10).collect();
-        let first_new = crash_at_every_step(
+        let steps = crash_at_every_step(
             |s| s.try_truncate_after(after),
             |s, what| {
                 let log = counters(s);
@@ -746,7 +795,10 @@ mod tests {
             },
             |_, _| {},
         );
-        assert_eq!(first_new, 2, "the cut commits after the log's sync");
+        // 1 the log's sync, 2 the commit, 3-4 the two later segments deleted, 5 the cut
+        // segment zeroed, 6 the carry appended, 7 the key deleted; the recovery after
+        // step 2 redoes 3-7.
+        assert_eq!(steps, (2, 7, 5), "(commit step, steps, recovery steps)");
     }
 
     #[test]
@@ -779,7 +831,7 @@ mod tests {
     fn garbage_past_a_committed_cut_is_ignored() {
         // A crash during the zeroing may persist its writes in any order: the cut
         // append's header zeroed while later appends stay whole, or bytes in between.
-        let first_new = crash_at_every_step(
+        let steps = crash_at_every_step(
             |s| s.try_truncate_after(zxid(1, 10)),
             |s, what| {
                 let log = counters(s);
@@ -797,13 +849,13 @@ mod tests {
                 }
             },
         );
-        assert_eq!(first_new, 2);
+        assert_eq!(steps, (2, 7, 5));
     }
 
     #[test]
     fn install_survives_a_crash_at_every_step() {
         for at in [zxid(2, 3), zxid(1, 20)] {
-            let first_new = crash_at_every_step(
+            let steps = crash_at_every_step(
                 |s| {
                     // The store's own snapshot first, so the old state has one too.
                     let store = s.store_mut();
@@ -835,7 +887,8 @@ mod tests {
                 },
                 |_, _| {},
             );
-            assert_eq!(first_new, 1, "the batch is the first step");
+            // 1 the batch, 2-5 the four segments deleted, 6 the key deleted.
+            assert_eq!(steps, (1, 6, 5), "(commit step, steps, recovery steps)");
         }
         // After an install below the old log's end, appends go on above it.
         let dir = tempfile::tempdir().unwrap();
