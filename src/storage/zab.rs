@@ -828,6 +828,38 @@ mod tests {
     }
 
     #[test]
+    fn a_read_only_open_reads_a_pending_truncation_and_changes_nothing() {
+        // Server start-up verifies the store read-only before it opens it read-write.
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = four_segments(dir.path());
+        s.sync();
+        fail::arm(Some(2));
+        assert!(
+            s.try_truncate_after(zxid(1, 10)).is_err(),
+            "crash after the commit"
+        );
+        fail::arm(None);
+        drop(s);
+        let on_disk = segments(dir.path());
+        let ro = RocksStorage::open_read_only(dir.path(), dir.path())
+            .unwrap()
+            .expect("a store");
+        let mut read = Vec::new();
+        ro.read_log(-1, &mut |e| {
+            read.push(e.zxid);
+            Ok(())
+        })
+        .unwrap();
+        let want: Vec<i64> = (1..=10).map(|c| zxid(1, c) as i64).collect();
+        assert_eq!(read, want, "the log up to the cut, then the carry");
+        assert_eq!(ro.last_zxid().unwrap(), Some(zxid(1, 10) as i64));
+        drop(ro);
+        assert_eq!(segments(dir.path()), on_disk, "nothing deleted");
+        assert_eq!(counters(&open(dir.path())), (1..=10).collect::<Vec<_>>());
+        assert_eq!(segments(dir.path()), [segment_name(1), segment_name(9)]);
+    }
+
+    #[test]
     fn garbage_past_a_committed_cut_is_ignored() {
         // A crash during the zeroing may persist its writes in any order: the cut
         // append's header zeroed while later appends stay whole, or bytes in between.
