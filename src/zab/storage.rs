@@ -2,8 +2,8 @@
 //! read a range), acceptedEpoch and currentEpoch, and a snapshot installed atomically
 //! (issue 15 item 4). The core never calls this: the runtime executes the core's
 //! actions against it and reports [`super::Input::Durable`]. [`MemStorage`] is the
-//! simulation's: a crash loses every write not yet synced. Wiring keel's own txn log
-//! and RocksDB store (src/storage) behind this trait is a later step.
+//! simulation's: a crash loses every write not yet synced; `storage::zab::ZabStore` is
+//! the production one, on keel's own txn log and RocksDB store.
 
 use bytes::Bytes;
 
