@@ -15,11 +15,16 @@
 //! - A snapshot counts only once `finish_snapshot` returned; a crash mid-snapshot, or
 //!   before the next synced write, leaves the previous one in force. `purge` makes the
 //!   snapshots it keeps durable before it deletes anything.
+//!
+//! [`zab`] puts the Zab core's [`crate::zab::storage::ZabStorage`] on the production
+//! backend: acceptedEpoch and currentEpoch files, log truncation (TRUNC) and snapshot
+//! installs (SNAP), each durable and crash-safe step by step.
 
 pub mod conformance;
 pub mod mem;
 pub mod rocks;
 pub mod txnlog;
+pub mod zab;
 
 use std::path::PathBuf;
 
@@ -66,6 +71,52 @@ pub enum StorageError {
     /// The backend (RocksDB) reported an error.
     #[error("storage backend: {0}")]
     Backend(String),
+}
+
+/// A step boundary of a multi-step durable operation (a txn log truncation, a snapshot
+/// install). In the library's own tests the step [`fail::arm`] chose fails here with an
+/// I/O error naming `step`: a crash just after the step, which leaves what the steps so
+/// far wrote and does nothing after. Otherwise a no-op.
+#[inline]
+pub(crate) fn fail_point(step: &str) -> Result<(), StorageError> {
+    #[cfg(test)]
+    if fail::hit() {
+        return Err(std::io::Error::other(format!("injected crash after: {step}")).into());
+    }
+    #[cfg(not(test))]
+    let _ = step;
+    Ok(())
+}
+
+/// Failure injection for the library's tests: counts the [`fail_point`]s this thread
+/// passes and fails the chosen one.
+#[cfg(test)]
+pub(crate) mod fail {
+    use std::cell::Cell;
+
+    thread_local! {
+        static HITS: Cell<u32> = const { Cell::new(0) };
+        static AT: Cell<Option<u32>> = const { Cell::new(None) };
+    }
+
+    /// From now on, the `k`-th fail point (1-based) this thread passes fails; `None`:
+    /// none fails. Restarts the count.
+    pub fn arm(k: Option<u32>) {
+        HITS.set(0);
+        AT.set(k);
+    }
+
+    /// The fail points this thread passed since the last [`arm`].
+    pub fn hits() -> u32 {
+        HITS.get()
+    }
+
+    /// Counts one fail point; whether it is the armed one.
+    pub(super) fn hit() -> bool {
+        let n = HITS.get() + 1;
+        HITS.set(n);
+        AT.get() == Some(n)
+    }
 }
 
 /// A complete snapshot as stored.

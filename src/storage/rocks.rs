@@ -29,6 +29,13 @@
 //! `track_and_verify_wals_in_manifest`), so one that went missing fails the open; the
 //! live WAL is not tracked, so changing `dataLogDir` between runs without moving
 //! `keel-wal` loses what was not yet flushed to the database's tables.
+//!
+//! Truncation and snapshot installs (Zab's TRUNC and SNAP, [`RocksStorage::truncate_after`]
+//! and [`RocksStorage::install_snapshot`]) each commit in one synced write batch, which
+//! RocksDB applies whole or not at all. The batch records the txn log's cut under
+//! [`TXNLOG_TRUNCATE_KEY`]; the file work after it ([`super::txnlog`]'s truncation) is
+//! redone by every open until the key is deleted, so a crash at any step leaves the
+//! state before the batch or the state after the whole operation.
 
 use std::path::{Path, PathBuf};
 
@@ -37,9 +44,10 @@ use rocksdb::{
     WriteBatch, WriteOptions, DB,
 };
 
-use super::txnlog::{self, TxnLog};
+use super::txnlog::{self, Cut, TxnLog};
 use super::{
-    LogEntry, Snapshot, Storage, StorageError, SyncJob, FORMAT_VERSION, OLDEST_FORMAT_VERSION,
+    fail_point, LogEntry, Snapshot, Storage, StorageError, SyncJob, FORMAT_VERSION,
+    OLDEST_FORMAT_VERSION,
 };
 
 /// The database's directory under `dataDir`.
@@ -67,6 +75,12 @@ pub const TXNLOG_PURGED_KEY: &str = "txnlog_purged_upto";
 /// each time the log starts a segment, so a start that finds the log's newest files
 /// gone (deleted, or a stale copy of the directory) is refused. Reserved.
 pub const TXNLOG_NEWEST_KEY: &str = "txnlog_newest_segment";
+/// The meta key of a txn log truncation under way: a record (below) holding the
+/// truncation point, the [`Cut`] and the carry (the entries the cut append keeps), from
+/// the synced batch that commits a truncation or a snapshot install until its file work
+/// is done. An open that finds it applies the cut ([`TxnLog::open_cut`]) and finishes
+/// the work. Reserved.
+pub const TXNLOG_TRUNCATE_KEY: &str = "txnlog_truncate";
 /// The first byte of every log and snapshot record.
 pub const RECORD_VERSION: u8 = 1;
 
@@ -93,6 +107,9 @@ pub struct RocksStorage {
     purged_upto: i64,
     /// Opened with [`RocksStorage::open_read_only`]: every write fails.
     read_only: bool,
+    /// Opened read-only with a truncation under way: the carry it will append, which
+    /// reads show after the txn log's entries.
+    pending_carry: Vec<LogEntry>,
 }
 
 impl std::fmt::Debug for RocksStorage {
@@ -146,7 +163,8 @@ impl RocksStorage {
         let db = DB::open_cf(&opts, &path, COLUMN_FAMILIES).map_err(|e| rocks_error(&path, e))?;
         let txnlog_dir = log_dir.join(txnlog::TXNLOG_DIR);
         check_txnlog_present(&db, &path, &txnlog_dir)?;
-        let txnlog = TxnLog::open(&txnlog_dir, false)?;
+        let pending = read_truncation(&db, &path)?;
+        let txnlog = TxnLog::open_cut(&txnlog_dir, false, pending.as_ref().map(|t| t.cut))?;
         check_newest_segment(&db, &path, &txnlog)?;
         let mut storage = RocksStorage {
             db,
@@ -156,8 +174,16 @@ impl RocksStorage {
             txnlog,
             purged_upto: -1,
             read_only: false,
+            pending_carry: Vec::new(),
         };
         storage.check_format_version()?;
+        if let Some(truncation) = pending {
+            tracing::info!(
+                after = format!("0x{:x}", truncation.after),
+                "finishing a txn log truncation a stop cut short"
+            );
+            storage.finish_truncation(&truncation.carry)?;
+        }
         if storage.get_meta(TXNLOG_META_KEY)?.is_none() {
             let meta = storage.cf(META_CF)?;
             let mut batch = WriteBatch::default();
@@ -211,7 +237,8 @@ impl RocksStorage {
             .map_err(|e| rocks_error(&path, e))?;
         let txnlog_dir = log_dir.join(txnlog::TXNLOG_DIR);
         check_txnlog_present(&db, &path, &txnlog_dir)?;
-        let txnlog = TxnLog::open(&txnlog_dir, true)?;
+        let pending = read_truncation(&db, &path)?;
+        let txnlog = TxnLog::open_cut(&txnlog_dir, true, pending.as_ref().map(|t| t.cut))?;
         check_newest_segment(&db, &path, &txnlog)?;
         let mut storage = RocksStorage {
             db,
@@ -221,6 +248,7 @@ impl RocksStorage {
             txnlog,
             purged_upto: -1,
             read_only: true,
+            pending_carry: pending.map(|t| t.carry).unwrap_or_default(),
         };
         storage.check_format_version()?;
         storage.purged_upto = storage.read_purged_upto()?;
@@ -314,7 +342,8 @@ impl RocksStorage {
     /// `None` when purge removed every entry (the server then takes its zxid from the
     /// snapshot).
     fn read_last_zxid(&self) -> Result<Option<i64>, StorageError> {
-        if let Some(z) = self.txnlog.last_zxid() {
+        let carried = self.pending_carry.last().map(|e| e.zxid);
+        if let Some(z) = carried.or(self.txnlog.last_zxid()) {
             return Ok((z > self.purged_upto).then_some(z));
         }
         let log = self.cf(LOG_CF)?;
@@ -386,6 +415,213 @@ impl RocksStorage {
         found.sort_unstable();
         Ok(found)
     }
+
+    /// Durably drops every logged txn above `after` (Zab's TRUNC), synced or not; the
+    /// txns kept become durable too. One synced batch commits it: the cut of the txn
+    /// log with the carry ([`TXNLOG_TRUNCATE_KEY`]), the newest segment it leaves
+    /// ([`TXNLOG_NEWEST_KEY`]) and the deletion of version-1 entries above `after`. The
+    /// order, and what a crash after each step leaves (a later open redoes the rest):
+    /// 1. sync the txn log, so every append before the cut is durable and the carry
+    ///    lands where those end (a crash: the old log);
+    /// 2. the batch (from here on, every open reads no txn above `after`);
+    /// 3. delete the segments after the cut, newest first, and sync the directory;
+    /// 4. zero the cut's segment from the cut on, and sync it;
+    /// 5. append the carry, synced;
+    /// 6. delete [`TXNLOG_TRUNCATE_KEY`], synced. Only then may a txn be appended
+    ///    above `after`: a redo of step 4 would zero it.
+    ///
+    /// Errors: [`StorageError::Backend`] on a read-only store, or for `after` below the
+    /// purge mark (those txns are in a snapshot and gone from the log); I/O and backend
+    /// errors (the caller must then stop; the next open finishes the truncation if its
+    /// batch was written).
+    pub fn truncate_after(&mut self, after: i64) -> Result<(), StorageError> {
+        if self.read_only {
+            return Err(StorageError::Backend("store opened read-only".to_owned()));
+        }
+        if after < self.purged_upto {
+            return Err(StorageError::Backend(format!(
+                "refusing to truncate the txn log after 0x{after:x}: the txns up to 0x{:x} \
+                 are in a snapshot and purged from the log",
+                self.purged_upto
+            )));
+        }
+        if self.last.is_none_or(|last| last <= after) {
+            return Ok(());
+        }
+        self.txnlog.sync()?;
+        fail_point("truncation: txn log synced")?;
+        let plan = self.txnlog.plan_cut(after)?;
+        let (log, meta) = (self.cf(LOG_CF)?, self.cf(META_CF)?);
+        let mut batch = WriteBatch::default();
+        // Version-1 keys are zxids >= 0 big-endian, all below 0x80 followed by zeros.
+        batch.delete_range_cf(log, (after + 1).to_be_bytes(), [0x80, 0, 0, 0, 0, 0, 0, 0]);
+        if let Some((cut, carry)) = &plan {
+            batch.put_cf(
+                meta,
+                TXNLOG_TRUNCATE_KEY,
+                encode_truncation(after, cut, carry),
+            );
+            match self.txnlog.newest_segment_after(cut) {
+                Some(newest) => batch.put_cf(meta, TXNLOG_NEWEST_KEY, newest.to_be_bytes()),
+                None => batch.delete_cf(meta, TXNLOG_NEWEST_KEY),
+            }
+        }
+        self.write(batch, true)?;
+        fail_point("truncation: cut committed")?;
+        if let Some((cut, carry)) = plan {
+            self.txnlog.truncate(cut)?;
+            self.finish_truncation(&carry)?;
+        }
+        self.last = self.read_last_zxid()?;
+        Ok(())
+    }
+
+    /// Atomically and durably replaces every snapshot and the whole txn log with the
+    /// snapshot `chunks` as of `zxid` (Zab's SNAP): after a crash at any point the store
+    /// holds the old snapshots and log, or this snapshot and no log. Later appends must
+    /// be above `zxid`.
+    ///
+    /// One synced batch commits it: the chunks (after a range deletion of every stored
+    /// chunk), the snapshot markers (all old ones deleted, this one's written), the purge
+    /// mark at `zxid`, the deletion of every version-1 log entry and of
+    /// [`TXNLOG_NEWEST_KEY`], and a cut before the first txn log segment (every segment
+    /// goes). The segments are then deleted as a truncation's (see
+    /// [`RocksStorage::truncate_after`], steps 3 and 6). The server must not have a
+    /// snapshot of its own half written at the time (its chunks would be deleted).
+    ///
+    /// Errors: [`StorageError::Backend`] on a read-only store; I/O and backend errors
+    /// (the caller must then stop).
+    pub fn install_snapshot(&mut self, zxid: i64, chunks: &[&[u8]]) -> Result<(), StorageError> {
+        if self.read_only {
+            return Err(StorageError::Backend("store opened read-only".to_owned()));
+        }
+        let (log, snapshot, meta) = (self.cf(LOG_CF)?, self.cf(SNAPSHOT_CF)?, self.cf(META_CF)?);
+        let mut batch = WriteBatch::default();
+        // Every chunk key is 12 bytes, all below 13 bytes of 0xff; the puts after the
+        // range deletion in the same batch take later sequence numbers, so they stay.
+        batch.delete_range_cf(snapshot, &[][..], &[0xff; 13][..]);
+        for (index, chunk) in chunks.iter().enumerate() {
+            let index = u32::try_from(index).map_err(|_| {
+                StorageError::Backend(format!("a snapshot of {} chunks", chunks.len()))
+            })?;
+            batch.put_cf(snapshot, chunk_key(zxid, index), encode_record(chunk));
+        }
+        for (old, _) in self.complete_snapshots()? {
+            batch.delete_cf(meta, marker_key(old));
+        }
+        batch.put_cf(meta, marker_key(zxid), (chunks.len() as u32).to_be_bytes());
+        batch.delete_range_cf(log, &[][..], &[0x80, 0, 0, 0, 0, 0, 0, 0][..]);
+        batch.put_cf(meta, TXNLOG_PURGED_KEY, zxid.to_be_bytes());
+        batch.delete_cf(meta, TXNLOG_NEWEST_KEY);
+        let cut = self.txnlog.oldest_segment().map(|segment| Cut {
+            segment,
+            offset: 0,
+            end: 0,
+        });
+        if let Some(cut) = &cut {
+            batch.put_cf(meta, TXNLOG_TRUNCATE_KEY, encode_truncation(zxid, cut, &[]));
+        }
+        self.write(batch, true)?;
+        fail_point("snapshot install: snapshot and log reset committed")?;
+        self.purged_upto = zxid;
+        if let Some(cut) = cut {
+            self.txnlog.truncate(cut)?;
+            self.finish_truncation(&[])?;
+        }
+        self.last = self.read_last_zxid()?;
+        Ok(())
+    }
+
+    /// The end of a truncation whose cut the txn log has applied: appends the carry
+    /// (synced, whatever `forceSync` says), then deletes [`TXNLOG_TRUNCATE_KEY`],
+    /// synced, before anything else may be appended.
+    fn finish_truncation(&mut self, carry: &[LogEntry]) -> Result<(), StorageError> {
+        if !carry.is_empty() {
+            if let Some(rolled) = self.txnlog.append(carry, true)? {
+                self.record_newest_segment(rolled)?;
+            }
+            fail_point("truncation: carry appended")?;
+        }
+        let mut batch = WriteBatch::default();
+        batch.delete_cf(self.cf(META_CF)?, TXNLOG_TRUNCATE_KEY);
+        self.write(batch, true)?;
+        fail_point("truncation: done")?;
+        self.last = self.read_last_zxid()?;
+        Ok(())
+    }
+}
+
+/// A truncation under way, as [`TXNLOG_TRUNCATE_KEY`] holds it.
+#[derive(Debug)]
+struct Truncation {
+    /// Every txn above this zxid goes.
+    after: i64,
+    cut: Cut,
+    carry: Vec<LogEntry>,
+}
+
+/// [`TXNLOG_TRUNCATE_KEY`]'s value: a record of `after`, the cut's segment, offset and
+/// end (8 bytes each), the carry's entry count (4), then each entry as zxid (8), data
+/// length (4), data.
+fn encode_truncation(after: i64, cut: &Cut, carry: &[LogEntry]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(36 + carry.iter().map(|e| 12 + e.data.len()).sum::<usize>());
+    b.extend_from_slice(&after.to_be_bytes());
+    b.extend_from_slice(&cut.segment.to_be_bytes());
+    b.extend_from_slice(&cut.offset.to_be_bytes());
+    b.extend_from_slice(&cut.end.to_be_bytes());
+    b.extend_from_slice(&(carry.len() as u32).to_be_bytes());
+    for e in carry {
+        b.extend_from_slice(&e.zxid.to_be_bytes());
+        b.extend_from_slice(&(e.data.len() as u32).to_be_bytes());
+        b.extend_from_slice(&e.data);
+    }
+    encode_record(&b)
+}
+
+/// The truncation under way in `db` (at `path`, named in errors), if any.
+fn read_truncation(db: &DB, path: &Path) -> Result<Option<Truncation>, StorageError> {
+    let meta = meta_cf(db, path)?;
+    let Some(value) = db
+        .get_cf(meta, TXNLOG_TRUNCATE_KEY)
+        .map_err(|e| rocks_error(path, e))?
+    else {
+        return Ok(None);
+    };
+    let corrupt = |what: String| StorageError::Corrupt {
+        path: path.to_path_buf(),
+        position: format!("meta key {TXNLOG_TRUNCATE_KEY:?}"),
+        what,
+    };
+    let data = decode_record(&value).map_err(corrupt)?;
+    let mut rest = data;
+    let mut take = |n: usize| -> Result<&[u8], StorageError> {
+        let (head, tail) = rest
+            .split_at_checked(n)
+            .ok_or_else(|| corrupt(format!("{} bytes, cut short", data.len())))?;
+        rest = tail;
+        Ok(head)
+    };
+    let be_i64 = |b: &[u8]| i64::from_be_bytes(b.try_into().expect("8 bytes"));
+    let after = be_i64(take(8)?);
+    let cut = Cut {
+        segment: be_i64(take(8)?),
+        offset: be_i64(take(8)?) as u64,
+        end: be_i64(take(8)?) as u64,
+    };
+    let count = u32::from_be_bytes(take(4)?.try_into().expect("4 bytes"));
+    let mut carry = Vec::new();
+    for _ in 0..count {
+        let zxid = be_i64(take(8)?);
+        let len = u32::from_be_bytes(take(4)?.try_into().expect("4 bytes"));
+        carry.push(LogEntry {
+            zxid,
+            data: take(len as usize)?.to_vec(),
+        });
+    }
+    if !rest.is_empty() {
+        return Err(corrupt(format!("{} bytes after the carry", rest.len())));
+    }
+    Ok(Some(Truncation { after, cut, carry }))
 }
 
 impl Storage for RocksStorage {
@@ -477,7 +713,12 @@ impl Storage for RocksStorage {
                 data: data.to_vec(),
             })?;
         }
-        self.txnlog.read(after.max(self.purged_upto), f)
+        let after = after.max(self.purged_upto);
+        self.txnlog.read(after, f)?;
+        for entry in self.pending_carry.iter().filter(|e| e.zxid > after) {
+            f(entry.clone())?;
+        }
+        Ok(())
     }
 
     fn put_snapshot_chunk(
@@ -614,6 +855,7 @@ impl Storage for RocksStorage {
             || key == TXNLOG_META_KEY
             || key == TXNLOG_PURGED_KEY
             || key == TXNLOG_NEWEST_KEY
+            || key == TXNLOG_TRUNCATE_KEY
             || key.starts_with(SNAPSHOT_MARKER_PREFIX)
         {
             return Err(StorageError::Backend(format!(

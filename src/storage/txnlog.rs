@@ -46,6 +46,17 @@
 //! a segment before starting the next), makes the open refuse with
 //! [`StorageError::Corrupt`] naming file and offset. Nothing is rewritten, except that
 //! a read-write open zeroes a torn tail before appending over it.
+//!
+//! Truncation (Zab's TRUNC, a SNAP's log reset) drops every append from a [`Cut`] on:
+//! the segments after the cut's segment are deleted, and the cut's segment is zeroed
+//! from the cut to the end of its appends. A cut falls between appends, so the entries
+//! of the append it cuts through that stay (the *carry*) are written again as a new
+//! append at the cut. The caller keeps the cut and carry durably elsewhere before any of
+//! this starts (RocksStorage: the meta key `txnlog_truncate`) and passes the cut to every
+//! open until the work is done ([`TxnLog::open_cut`]): such an open reads the cut's
+//! segment only up to the cut and never looks past it, so whatever a crash left there
+//! (deleted segments still present, zeroing half done, the carry half written) is ignored
+//! and the open redoes the work.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -64,7 +75,12 @@ pub const SEGMENT_MAGIC: &[u8; 8] = b"KEELTXL\x01";
 pub const SEGMENT_HEADER_BYTES: u64 = 16;
 /// A new segment is started when an append would take the current one past this size
 /// (ZooKeeper rolls its log by txn count; a size bound keeps each file's scan short).
+#[cfg(not(test))]
 pub const SEGMENT_TARGET_BYTES: u64 = 64 << 20;
+/// In the library's own tests 1 MB, so tests of logs of several segments stay quick
+/// (the integration tests in tests/ build the library as shipped, with 64 MB).
+#[cfg(test)]
+pub const SEGMENT_TARGET_BYTES: u64 = 1 << 20;
 /// Zeros added at a time when one append is larger than a whole segment (the only case
 /// that writes past a segment's preallocated [`SEGMENT_TARGET_BYTES`]).
 pub const PREALLOC_CHUNK_BYTES: u64 = 4 << 20;
@@ -85,6 +101,20 @@ pub const APPEND_MAGIC: u32 = 0x4b54_5842;
 pub const APPEND_HEADER_BYTES: usize = 48;
 /// Bytes before each entry's data: zxid, data length.
 const ENTRY_HEADER_BYTES: usize = 12;
+
+/// Where a truncation cuts the log: every append from here on goes (module comment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cut {
+    /// The first zxid (file name) of the segment the cut is in. Every segment after it
+    /// is deleted.
+    pub segment: i64,
+    /// Byte offset of the first dropped append in that segment; 0: the whole segment
+    /// goes too.
+    pub offset: u64,
+    /// Byte offset where that segment's appends ended when the cut was made: the bytes
+    /// from `offset` up to here are zeroed (past it the segment was zeros already).
+    pub end: u64,
+}
 
 /// One segment file.
 #[derive(Debug, Clone)]
@@ -117,6 +147,9 @@ pub struct TxnLog {
     spare: Option<Spare>,
     /// `write_pos`, shared with the thread preparing the spare, which paces itself by it.
     shared_pos: Arc<AtomicU64>,
+    /// Opened read-only with a [`Cut`]: the last segment's appends end at `write_pos`
+    /// (the cut), and reads ignore the bytes after it.
+    cut_pending: bool,
 }
 
 /// The thread preparing the spare, and the flag that makes it stop early.
@@ -143,12 +176,50 @@ impl TxnLog {
     /// Errors: [`StorageError::Corrupt`] for a segment with a bad name, header or
     /// damage before its tail; I/O errors.
     pub fn open(dir: &Path, read_only: bool) -> Result<TxnLog, StorageError> {
+        TxnLog::open_cut(dir, read_only, None)
+    }
+
+    /// Opens the log as [`TxnLog::open`] does, with a truncation at `cut` under way (see
+    /// the module comment): the log ends at the cut. A read-write open first does the
+    /// truncation's file work, each step safe to redo: deletes the segments after the
+    /// cut (newest first) and syncs the directory, then zeroes the cut's segment from the
+    /// cut to [`Cut::end`] and syncs it. The carry is the caller's to append.
+    ///
+    /// Errors: as [`TxnLog::open`]; [`StorageError::Corrupt`] if the cut's segment is
+    /// missing or shorter than the cut, or damaged before the cut.
+    pub fn open_cut(dir: &Path, read_only: bool, cut: Option<Cut>) -> Result<TxnLog, StorageError> {
         if !read_only {
             std::fs::create_dir_all(dir)?;
         }
+        let mut segments = list_segments(dir)?;
+        if let Some(cut) = cut {
+            let mut keep = segments.partition_point(|s| s.first_zxid < cut.segment);
+            if cut.offset > 0 {
+                if segments
+                    .get(keep)
+                    .is_none_or(|s| s.first_zxid != cut.segment)
+                {
+                    return Err(StorageError::Corrupt {
+                        path: dir.join(segment_name(cut.segment)),
+                        position: "file".to_owned(),
+                        what: "missing, though a truncation under way cuts it".to_owned(),
+                    });
+                }
+                keep += 1;
+            }
+            let dropped = segments.split_off(keep);
+            if !read_only && !dropped.is_empty() {
+                for seg in dropped.iter().rev() {
+                    std::fs::remove_file(&seg.path)?;
+                    super::fail_point("txn log truncation: a segment after the cut deleted")?;
+                }
+                File::open(dir)?.sync_all()?;
+            }
+        }
+        let cut_offset = cut.filter(|c| c.offset > 0).map(|c| c.offset);
         let mut log = TxnLog {
             dir: dir.to_path_buf(),
-            segments: list_segments(dir)?,
+            segments,
             file: None,
             write_pos: 0,
             allocated: 0,
@@ -157,17 +228,34 @@ impl TxnLog {
             read_only,
             spare: None,
             shared_pos: Arc::new(AtomicU64::new(0)),
+            cut_pending: read_only && cut_offset.is_some(),
         };
         // The newest segment with an entry gives `last`; an empty newest segment (a
         // crash just after creating it) is reused.
         for i in (0..log.segments.len()).rev() {
             let is_last = i + 1 == log.segments.len();
             let seg = log.segments[i].clone();
-            let bytes = std::fs::read(&seg.path)?;
-            let scan = scan_segment(&seg, &bytes, is_last, &mut |_| Ok(()))?;
+            let mut bytes = std::fs::read(&seg.path)?;
+            let file_len = bytes.len() as u64;
+            // The cut's segment (the last one now) is read up to the cut only, and
+            // strictly: the appends before the cut were synced before the cut was made.
+            let cut_here = cut_offset.filter(|_| is_last);
+            if let Some(offset) = cut_here {
+                if file_len < offset {
+                    return Err(StorageError::Corrupt {
+                        path: seg.path.clone(),
+                        position: format!("byte offset {offset}"),
+                        what: format!(
+                            "{file_len} bytes, shorter than a truncation under way cuts it"
+                        ),
+                    });
+                }
+                bytes.truncate(offset as usize);
+            }
+            let scan = scan_segment(&seg, &bytes, is_last && cut_here.is_none(), &mut |_| Ok(()))?;
             if is_last {
                 log.write_pos = scan.end;
-                log.allocated = bytes.len() as u64;
+                log.allocated = file_len;
                 if let Some(reason) = &scan.torn {
                     tracing::warn!(
                         file = %seg.path.display(),
@@ -178,6 +266,11 @@ impl TxnLog {
                 }
                 if !read_only {
                     let file = OpenOptions::new().read(true).write(true).open(&seg.path)?;
+                    if let (Some(offset), Some(cut)) = (cut_here, cut) {
+                        zero_fill(&file, offset, cut.end.min(file_len).saturating_sub(offset))?;
+                        file.sync_data()?;
+                        super::fail_point("txn log truncation: the cut segment zeroed")?;
+                    }
                     if scan.torn.is_some() || log.write_pos < SEGMENT_HEADER_BYTES {
                         // Zero from the end of the intact appends (or the whole file if
                         // even the header was cut short) so no stale byte is read later.
@@ -386,8 +479,9 @@ impl TxnLog {
             }
             let is_last = i + 1 == self.segments.len();
             let mut bytes = std::fs::read(&seg.path)?;
-            if is_last && !self.read_only && self.file.is_some() {
-                // Appends end at write_pos; anything after it is zeros.
+            if is_last && (!self.read_only && self.file.is_some() || self.cut_pending) {
+                // Appends end at write_pos; anything after it is zeros (or, before a
+                // pending truncation's work is done, ignored).
                 bytes.truncate(self.write_pos as usize);
             }
             scan_segment(seg, &bytes, is_last, &mut |entry| {
@@ -399,6 +493,110 @@ impl TxnLog {
             })?;
         }
         Ok(())
+    }
+
+    /// Where a truncation dropping every entry above `after` cuts the log, and its carry
+    /// (the entries at or below `after` of the append it cuts through); `None` when no
+    /// entry is above `after`. Changes nothing: the caller records both durably, then
+    /// calls [`TxnLog::truncate`].
+    ///
+    /// Errors: I/O errors; [`StorageError::Corrupt`] if a segment no longer reads as
+    /// it did at open.
+    pub fn plan_cut(&self, after: i64) -> Result<Option<(Cut, Vec<LogEntry>)>, StorageError> {
+        if self.last.is_none_or(|last| last <= after) {
+            return Ok(None);
+        }
+        // Segments named at or below `after` may hold entries above it only in the
+        // newest of them; every later segment holds only entries above it.
+        let named_below = self.segments.partition_point(|s| s.first_zxid <= after);
+        let whole = |i: usize| {
+            self.segments.get(i).map(|s| {
+                let cut = Cut {
+                    segment: s.first_zxid,
+                    offset: 0,
+                    end: 0,
+                };
+                (cut, Vec::new())
+            })
+        };
+        let Some(seg) = named_below.checked_sub(1).map(|i| &self.segments[i]) else {
+            return Ok(whole(0));
+        };
+        let mut bytes = std::fs::read(&seg.path)?;
+        if named_below == self.segments.len() {
+            bytes.truncate(self.write_pos as usize);
+        }
+        // The segment's appends (offset, entries), and where they end.
+        let mut appends = Vec::new();
+        let mut at = SEGMENT_HEADER_BYTES as usize;
+        let mut prev = seg.first_zxid.checked_sub(1);
+        while bytes.len() - at >= APPEND_HEADER_BYTES
+            && !bytes[at..at + APPEND_HEADER_BYTES].iter().all(|&b| b == 0)
+        {
+            let (entries, len) =
+                read_append(&bytes, at, prev).map_err(|what| StorageError::Corrupt {
+                    path: seg.path.clone(),
+                    position: format!("byte offset {at}"),
+                    what,
+                })?;
+            prev = entries.last().map(|e| e.0).or(prev);
+            appends.push((at, entries));
+            at += len;
+        }
+        let cut_append = appends
+            .into_iter()
+            .find(|(_, entries)| entries.last().is_some_and(|e| e.0 > after));
+        if let Some((offset, entries)) = cut_append {
+            let carry = entries
+                .into_iter()
+                .take_while(|(zxid, _)| *zxid <= after)
+                .map(|(zxid, range)| LogEntry {
+                    zxid,
+                    data: bytes[range].to_vec(),
+                })
+                .collect();
+            let cut = Cut {
+                segment: seg.first_zxid,
+                offset: offset as u64,
+                end: at as u64,
+            };
+            return Ok(Some((cut, carry)));
+        }
+        Ok(whole(named_below))
+    }
+
+    /// Does the file work of a truncation at `cut` (see [`TxnLog::open_cut`]) and
+    /// reopens the log at the cut; the caller then appends the carry. The caller must
+    /// have made every append before the cut durable ([`TxnLog::sync`]) and recorded the
+    /// cut durably first. Stops a spare's preparation (the next roll prepares anew).
+    ///
+    /// Errors: I/O errors; after one the log must be dropped and opened again with the
+    /// cut.
+    pub fn truncate(&mut self, cut: Cut) -> Result<(), StorageError> {
+        if self.read_only {
+            return Err(StorageError::Backend("txn log opened read-only".to_owned()));
+        }
+        self.discard_spare()?;
+        self.file = None;
+        *self = TxnLog::open_cut(&self.dir, false, Some(cut))?;
+        Ok(())
+    }
+
+    /// The first zxid of the newest segment a truncation at `cut` leaves, if any.
+    pub fn newest_segment_after(&self, cut: &Cut) -> Option<i64> {
+        if cut.offset > 0 {
+            return Some(cut.segment);
+        }
+        self.segments
+            .iter()
+            .rev()
+            .map(|s| s.first_zxid)
+            .find(|&z| z < cut.segment)
+    }
+
+    /// The first zxid of the oldest segment, if any.
+    pub fn oldest_segment(&self) -> Option<i64> {
+        self.segments.first().map(|s| s.first_zxid)
     }
 
     /// Deletes every segment whose entries are all at or below `upto` (the next segment

@@ -2,8 +2,8 @@
 //! read a range), acceptedEpoch and currentEpoch, and a snapshot installed atomically
 //! (issue 15 item 4). The core never calls this: the runtime executes the core's
 //! actions against it and reports [`super::Input::Durable`]. [`MemStorage`] is the
-//! simulation's: a crash loses every write not yet synced. Wiring keel's own txn log
-//! and RocksDB store (src/storage) behind this trait is a later step.
+//! simulation's: a crash loses every write not yet synced; `storage::zab::ZabStore` is
+//! the production one, on keel's own txn log and RocksDB store.
 
 use bytes::Bytes;
 
@@ -212,7 +212,7 @@ impl ZabStorage for MemStorage {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::zab::zxid;
 
@@ -224,9 +224,10 @@ mod tests {
     }
 
     /// What every `ZabStorage` must do, whatever its medium: `reopen` is a restart
-    /// (for `MemStorage` a crash after the sync). The RocksDB/txn-log implementation
-    /// runs this same function when it comes.
-    fn conformance<S: ZabStorage>(mut s: S, reopen: impl Fn(S) -> S) {
+    /// (for `MemStorage` a crash after the sync); `snapshot` is a snapshot in the form
+    /// the medium stores. The production implementation (storage::zab) runs this same
+    /// function.
+    pub(crate) fn conformance<S: ZabStorage>(mut s: S, reopen: impl Fn(S) -> S, snapshot: Bytes) {
         assert_eq!(s.recover().snapshot_zxid, 0);
         s.append(&[t(1), t(2), t(3)]);
         assert_eq!(s.sync(), zxid(1, 3));
@@ -240,12 +241,12 @@ mod tests {
         assert_eq!(r.log, vec![t(1), t(2)], "a truncation is durable");
         s.append(&[t(4)]);
         s.sync();
-        s.install_snapshot(zxid(1, 7), Bytes::from_static(b"state"));
+        s.install_snapshot(zxid(1, 7), snapshot.clone());
         let s = reopen(s);
         let r = s.recover();
         assert_eq!(r.snapshot_zxid, zxid(1, 7));
         assert!(r.log.is_empty(), "a SNAP replaces the log");
-        assert_eq!(s.snapshot(), (zxid(1, 7), Bytes::from_static(b"state")));
+        assert_eq!(s.snapshot(), (zxid(1, 7), snapshot));
     }
 
     #[test]
@@ -291,10 +292,14 @@ mod tests {
 
     #[test]
     fn mem_storage_conforms() {
-        conformance(MemStorage::new(), |mut s| {
-            s.crash();
-            s
-        });
+        conformance(
+            MemStorage::new(),
+            |mut s| {
+                s.crash();
+                s
+            },
+            Bytes::from_static(b"state"),
+        );
     }
 
     #[test]

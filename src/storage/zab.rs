@@ -1,0 +1,1003 @@
+//! [`ZabStore`]: the Zab core's [`ZabStorage`] on keel's production storage (issue 15,
+//! item 4): the txn log and snapshots of a [`RocksStorage`], plus acceptedEpoch and
+//! currentEpoch in ZooKeeper's own files.
+//!
+//! What is where:
+//! - acceptedEpoch and currentEpoch: files `acceptedEpoch` and `currentEpoch` in
+//!   `dataDir/version-2` (ZooKeeper's snapshot directory), each the epoch in decimal
+//!   with nothing around it, as ZooKeeper 3.8 writes them (`QuorumPeer.writeLongToFile`;
+//!   seen in a real ensemble's dataDir). A write goes to `<name>.tmp`, is fsynced, renamed
+//!   over the file, and the directory is fsynced ([`write_epoch_file`]). Reading follows
+//!   `QuorumPeer.loadDataBase` (see [`ZabStore::open`]), so a ZooKeeper dataDir's epochs
+//!   read as ZooKeeper reads them.
+//! - The txn log: the store's segment log. Appends are written unsynced and `sync` makes
+//!   them all durable with one fdatasync (group commit).
+//! - Truncation (TRUNC) and snapshot installs (SNAP): [`RocksStorage::truncate_after`]
+//!   and [`RocksStorage::install_snapshot`], each committed by one synced RocksDB batch
+//!   and finished by any later open after a crash.
+//!
+//! The snapshot bytes at this boundary are keel's own snapshot form: the chunks the
+//! server writes and [`crate::server::Server::recover`] reads (a header chunk, then
+//! chunks of znodes), framed by [`encode_snapshot`]. An installed snapshot is stored as
+//! those chunks, so a restart recovers from it as from one the server wrote. ZooKeeper's
+//! SNAP stream (its DataTree serialization) is converted to and from this form outside
+//! storage, by the wire step that receives and sends it.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use bytes::{BufMut, Bytes};
+
+use super::rocks::RocksStorage;
+use super::{LogEntry, Storage, StorageError};
+use crate::zab::storage::ZabStorage;
+use crate::zab::{epoch_of, Recovered, Txn, Zxid};
+
+/// ZooKeeper's snapshot directory under `dataDir`, which holds the epoch files.
+pub const SNAP_DIR: &str = "version-2";
+/// acceptedEpoch's file (ZooKeeper's `QuorumPeer.ACCEPTED_EPOCH_FILENAME`).
+pub const ACCEPTED_EPOCH_FILE: &str = "acceptedEpoch";
+/// currentEpoch's file (ZooKeeper's `QuorumPeer.CURRENT_EPOCH_FILENAME`).
+pub const CURRENT_EPOCH_FILE: &str = "currentEpoch";
+/// The suffix of an epoch file being written (ZooKeeper's
+/// `AtomicFileOutputStream.TMP_EXTENSION`).
+pub const TMP_SUFFIX: &str = ".tmp";
+/// The first 8 bytes of keel's snapshot form ([`encode_snapshot`]).
+pub const SNAPSHOT_FORM_MAGIC: &[u8; 8] = b"KEELSNPF";
+
+/// A member's durable Zab state on keel's production storage. Used from one thread (the
+/// runtime's storage thread); calls block.
+#[derive(Debug)]
+pub struct ZabStore {
+    store: RocksStorage,
+    /// `dataDir/version-2`.
+    snap_dir: PathBuf,
+    accepted_epoch: u32,
+    current_epoch: u32,
+    /// The highest zxid known durable in the log (or the snapshot's, with no log).
+    durable: Zxid,
+}
+
+impl ZabStore {
+    /// Opens (creating if absent) the store in `data_dir` with its txn log in `log_dir`
+    /// ([`RocksStorage::open`]; `force_sync` is ZooKeeper's `forceSync`, which only
+    /// concerns appends: epochs, truncations and installs are always synced), finishing
+    /// any truncation or install a crash cut short, and reads the epochs as ZooKeeper's
+    /// `QuorumPeer.loadDataBase` does, with L the epoch of the last stored zxid:
+    /// - a missing file is created with L ("should only happen when you are upgrading";
+    ///   a new dataDir, or a standalone one joining an ensemble);
+    /// - if currentEpoch is below L and `currentEpoch.tmp` holds a greater epoch (a
+    ///   write whose rename a crash prevented), that epoch is taken and written. Unlike
+    ///   ZooKeeper, which refuses to start in that case without the tmp file, keel
+    ///   accepts currentEpoch below L: its core makes the txns and snapshot a leader
+    ///   sends before NEWLEADER durable before it writes currentEpoch, so a crash in
+    ///   between leaves exactly that, and refusing would keep the member out for good.
+    ///
+    /// Errors: as [`RocksStorage::open`]; [`StorageError::Corrupt`] naming the file for
+    /// an epoch file that is not an epoch in decimal (0 to 4294967295, at most followed
+    /// by one line end), or acceptedEpoch below currentEpoch (ZooKeeper refuses both).
+    /// Both files are checked before anything is written; a bad one is never rewritten.
+    pub fn open(
+        data_dir: &Path,
+        log_dir: &Path,
+        force_sync: bool,
+    ) -> Result<ZabStore, StorageError> {
+        let snap_dir = data_dir.join(SNAP_DIR);
+        let accepted = read_epoch_file(&snap_dir.join(ACCEPTED_EPOCH_FILE))?;
+        let current = read_epoch_file(&snap_dir.join(CURRENT_EPOCH_FILE))?;
+        let store = RocksStorage::open(data_dir, log_dir, force_sync)?;
+        let mut zab = ZabStore {
+            store,
+            snap_dir,
+            accepted_epoch: 0,
+            current_epoch: 0,
+            durable: 0,
+        };
+        zab.durable = zab.last_logged()?;
+        let last_epoch = epoch_of(zab.durable);
+        let mut current_epoch = current.unwrap_or(last_epoch);
+        if current.is_some_and(|c| c < last_epoch) {
+            let tmp = zab
+                .snap_dir
+                .join(format!("{CURRENT_EPOCH_FILE}{TMP_SUFFIX}"));
+            match read_epoch_file(&tmp) {
+                Ok(Some(e)) if e > current_epoch => {
+                    tracing::info!(file = %tmp.display(), epoch = e, "found; setting currentEpoch to it");
+                    current_epoch = e;
+                }
+                Ok(_) => {}
+                // Half written when a crash came: the write never completed.
+                Err(e) => tracing::warn!(error = %e, "ignoring an unfinished currentEpoch write"),
+            }
+        }
+        let accepted_epoch = accepted.unwrap_or(last_epoch);
+        if accepted_epoch < current_epoch {
+            return Err(StorageError::Corrupt {
+                path: zab.snap_dir.join(ACCEPTED_EPOCH_FILE),
+                position: "contents".to_owned(),
+                what: format!(
+                    "acceptedEpoch {accepted_epoch} is below currentEpoch {current_epoch} \
+                     (a member accepts an epoch before it syncs in it; ZooKeeper refuses this too)"
+                ),
+            });
+        }
+        if !zab.snap_dir.try_exists()? {
+            std::fs::create_dir_all(&zab.snap_dir)?;
+            File::open(data_dir)?.sync_all()?;
+        }
+        if current != Some(current_epoch) {
+            if current.is_none() {
+                tracing::info!(
+                    epoch = current_epoch,
+                    "{CURRENT_EPOCH_FILE} not found; creating it with the epoch of the last zxid"
+                );
+            }
+            zab.write_current_epoch(current_epoch)?;
+        }
+        if accepted.is_none() {
+            tracing::info!(
+                epoch = accepted_epoch,
+                "{ACCEPTED_EPOCH_FILE} not found; creating it with the epoch of the last zxid"
+            );
+            zab.write_accepted_epoch(accepted_epoch)?;
+        }
+        zab.accepted_epoch = accepted_epoch;
+        zab.current_epoch = current_epoch;
+        Ok(zab)
+    }
+
+    /// The underlying store, for the server's own use (its snapshots, metadata).
+    pub fn store(&self) -> &RocksStorage {
+        &self.store
+    }
+
+    /// The underlying store, for the server's own writes (its periodic snapshots).
+    /// Appends must go through [`ZabStorage::append`], which keeps the durable mark.
+    pub fn store_mut(&mut self) -> &mut RocksStorage {
+        &mut self.store
+    }
+
+    /// The newest complete snapshot's zxid, 0 for none.
+    pub fn snapshot_zxid(&self) -> Result<Zxid, StorageError> {
+        Ok(self.store.snapshots()?.last().map_or(0, |&z| z as Zxid))
+    }
+
+    /// The highest logged zxid, or the snapshot's when the log holds nothing above it.
+    fn last_logged(&self) -> Result<Zxid, StorageError> {
+        let log = self.store.last_zxid()?.map_or(0, |z| z as Zxid);
+        Ok(log.max(self.snapshot_zxid()?))
+    }
+
+    /// [`ZabStorage::recover`], with its errors.
+    pub fn try_recover(&self) -> Result<Recovered, StorageError> {
+        let snapshot_zxid = self.snapshot_zxid()?;
+        Ok(Recovered {
+            accepted_epoch: self.accepted_epoch,
+            current_epoch: self.current_epoch,
+            snapshot_zxid,
+            log: self.try_read_range(snapshot_zxid, self.durable)?,
+        })
+    }
+
+    /// [`ZabStorage::append`], with its errors ([`StorageError::OutOfOrder`] among them).
+    pub fn try_append(&mut self, txns: &[Txn]) -> Result<(), StorageError> {
+        let entries = txns
+            .iter()
+            .map(|t| {
+                Ok(LogEntry {
+                    zxid: to_i64(t.zxid)?,
+                    data: t.data.to_vec(),
+                })
+            })
+            .collect::<Result<Vec<_>, StorageError>>()?;
+        self.store.append(&entries, false)
+    }
+
+    /// [`ZabStorage::sync`], with its errors.
+    pub fn try_sync(&mut self) -> Result<Zxid, StorageError> {
+        self.store.append(&[], true)?;
+        self.durable = self.last_logged()?;
+        Ok(self.durable)
+    }
+
+    /// [`ZabStorage::truncate_after`], with its errors ([`RocksStorage::truncate_after`]).
+    pub fn try_truncate_after(&mut self, zxid: Zxid) -> Result<(), StorageError> {
+        self.store.truncate_after(to_i64(zxid)?)?;
+        self.durable = self.durable.min(self.last_logged()?);
+        Ok(())
+    }
+
+    /// [`ZabStorage::read_range`], with its errors.
+    pub fn try_read_range(&self, after: Zxid, upto: Zxid) -> Result<Vec<Txn>, StorageError> {
+        let mut txns = Vec::new();
+        self.store.read_log(to_i64(after)?, &mut |e| {
+            let zxid = e.zxid as Zxid;
+            if zxid <= upto {
+                txns.push(Txn {
+                    zxid,
+                    data: Bytes::from(e.data),
+                });
+            }
+            Ok(())
+        })?;
+        Ok(txns)
+    }
+
+    /// [`ZabStorage::set_accepted_epoch`], with its errors.
+    pub fn try_set_accepted_epoch(&mut self, epoch: u32) -> Result<(), StorageError> {
+        self.write_accepted_epoch(epoch)?;
+        self.accepted_epoch = epoch;
+        Ok(())
+    }
+
+    /// [`ZabStorage::set_current_epoch`], with its errors.
+    pub fn try_set_current_epoch(&mut self, epoch: u32) -> Result<(), StorageError> {
+        self.write_current_epoch(epoch)?;
+        self.current_epoch = epoch;
+        Ok(())
+    }
+
+    /// [`ZabStorage::install_snapshot`], with its errors: [`StorageError::Corrupt`] if
+    /// `snapshot` is not in keel's snapshot form ([`decode_snapshot`]), and those of
+    /// [`RocksStorage::install_snapshot`].
+    pub fn try_install_snapshot(
+        &mut self,
+        zxid: Zxid,
+        snapshot: &[u8],
+    ) -> Result<(), StorageError> {
+        let chunks = decode_snapshot(snapshot).map_err(|what| StorageError::Corrupt {
+            path: self.snap_dir.clone(),
+            position: format!("snapshot 0x{zxid:x} to install"),
+            what,
+        })?;
+        self.store.install_snapshot(to_i64(zxid)?, &chunks)?;
+        self.durable = zxid;
+        Ok(())
+    }
+
+    /// [`ZabStorage::snapshot`], with its errors.
+    pub fn try_snapshot(&self) -> Result<(Zxid, Bytes), StorageError> {
+        Ok(match self.store.latest_snapshot()? {
+            None => (0, Bytes::new()),
+            Some(s) => (s.zxid as Zxid, encode_snapshot(&s.chunks)),
+        })
+    }
+
+    fn write_accepted_epoch(&self, epoch: u32) -> Result<(), StorageError> {
+        write_epoch_file(&self.snap_dir, ACCEPTED_EPOCH_FILE, epoch)
+    }
+
+    fn write_current_epoch(&self, epoch: u32) -> Result<(), StorageError> {
+        write_epoch_file(&self.snap_dir, CURRENT_EPOCH_FILE, epoch)
+    }
+}
+
+/// Panics on a storage error: the trait has no error path, and a member cannot go on
+/// without knowing what is durable (the runtime's storage thread stops the process on
+/// any storage error, as ZooKeeper does on a failed log write). The `try_` methods of
+/// [`ZabStore`] return the errors instead.
+impl ZabStorage for ZabStore {
+    fn recover(&self) -> Recovered {
+        self.try_recover().unwrap_or_else(|e| fatal("recover", e))
+    }
+
+    fn append(&mut self, txns: &[Txn]) {
+        self.try_append(txns).unwrap_or_else(|e| fatal("append", e))
+    }
+
+    fn sync(&mut self) -> Zxid {
+        self.try_sync().unwrap_or_else(|e| fatal("sync", e))
+    }
+
+    fn truncate_after(&mut self, zxid: Zxid) {
+        self.try_truncate_after(zxid)
+            .unwrap_or_else(|e| fatal("truncate", e))
+    }
+
+    fn read_range(&self, after: Zxid, upto: Zxid) -> Vec<Txn> {
+        self.try_read_range(after, upto)
+            .unwrap_or_else(|e| fatal("read", e))
+    }
+
+    fn set_accepted_epoch(&mut self, epoch: u32) {
+        self.try_set_accepted_epoch(epoch)
+            .unwrap_or_else(|e| fatal("write acceptedEpoch", e))
+    }
+
+    fn set_current_epoch(&mut self, epoch: u32) {
+        self.try_set_current_epoch(epoch)
+            .unwrap_or_else(|e| fatal("write currentEpoch", e))
+    }
+
+    fn install_snapshot(&mut self, zxid: Zxid, snapshot: Bytes) {
+        self.try_install_snapshot(zxid, &snapshot)
+            .unwrap_or_else(|e| fatal("install snapshot", e))
+    }
+
+    fn snapshot(&self) -> (Zxid, Bytes) {
+        self.try_snapshot()
+            .unwrap_or_else(|e| fatal("read snapshot", e))
+    }
+}
+
+fn fatal(what: &str, e: StorageError) -> ! {
+    panic!("Zab storage: {what} failed: {e}")
+}
+
+/// A zxid as the store keeps it (signed, as ZooKeeper's `long`).
+fn to_i64(zxid: Zxid) -> Result<i64, StorageError> {
+    i64::try_from(zxid).map_err(|_| {
+        StorageError::Backend(format!(
+            "zxid 0x{zxid:x} is above ZooKeeper's largest (a signed 64-bit long)"
+        ))
+    })
+}
+
+/// The epoch in `path`, `None` if the file does not exist. Accepts what ZooKeeper's
+/// `QuorumPeer.readLongFromFile` accepts (the first line, as `Long.parseLong` reads it:
+/// decimal digits, an optional `+`) within an epoch's 32 bits; unlike it, refuses text
+/// after the first line rather than ignoring it (ZooKeeper never writes any).
+///
+/// Errors: [`StorageError::Corrupt`] naming the file; I/O errors.
+pub fn read_epoch_file(path: &Path) -> Result<Option<u32>, StorageError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let line = text
+        .strip_suffix("\r\n")
+        .or_else(|| text.strip_suffix('\n'))
+        .or_else(|| text.strip_suffix('\r'))
+        .unwrap_or(&text);
+    match line.parse::<u32>() {
+        Ok(epoch) if !line.contains(['\n', '\r']) => Ok(Some(epoch)),
+        _ => Err(StorageError::Corrupt {
+            path: path.to_path_buf(),
+            position: "contents".to_owned(),
+            what: format!(
+                "found {text:?}, not an epoch (a decimal number from 0 to {}, as ZooKeeper \
+                 writes it); refusing to guess, and leaving the file as it is",
+                u32::MAX
+            ),
+        }),
+    }
+}
+
+/// Writes `epoch` in decimal to `dir/name` durably and atomically: to `name.tmp`
+/// (created or emptied), fsynced, renamed over `name`, then `dir` fsynced so the rename
+/// survives a crash. A crash leaves the old file or the new one, and at most a stray
+/// tmp file, which the next write replaces.
+///
+/// Errors: I/O errors, naming the file.
+pub fn write_epoch_file(dir: &Path, name: &str, epoch: u32) -> Result<(), StorageError> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}{TMP_SUFFIX}"));
+    let named = |e: std::io::Error, p: &Path| {
+        StorageError::Io(std::io::Error::new(
+            e.kind(),
+            format!("{}: {e}", p.display()),
+        ))
+    };
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .map_err(|e| named(e, &tmp))?;
+    file.write_all(epoch.to_string().as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(|e| named(e, &tmp))?;
+    drop(file);
+    std::fs::rename(&tmp, &path).map_err(|e| named(e, &path))?;
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| named(e, dir))?;
+    Ok(())
+}
+
+/// keel's snapshot form of `chunks` (the snapshot chunks as the server writes them):
+/// [`SNAPSHOT_FORM_MAGIC`], the chunk count (u32), then each chunk as its length (u32)
+/// and bytes; integers big-endian.
+///
+/// Panics: a chunk or chunk count above u32::MAX.
+pub fn encode_snapshot<C: AsRef<[u8]>>(chunks: &[C]) -> Bytes {
+    let len = 12 + chunks.iter().map(|c| 4 + c.as_ref().len()).sum::<usize>();
+    let mut b = Vec::with_capacity(len);
+    b.put_slice(SNAPSHOT_FORM_MAGIC);
+    b.put_u32(u32::try_from(chunks.len()).expect("chunk count fits in u32"));
+    for c in chunks {
+        let c = c.as_ref();
+        b.put_u32(u32::try_from(c.len()).expect("chunk length fits in u32"));
+        b.put_slice(c);
+    }
+    Bytes::from(b)
+}
+
+/// The chunks of a snapshot in keel's snapshot form ([`encode_snapshot`]).
+///
+/// Errors: what is wrong (no magic, a length past the end, bytes after the last chunk).
+pub fn decode_snapshot(bytes: &[u8]) -> Result<Vec<&[u8]>, String> {
+    let rest = bytes
+        .strip_prefix(SNAPSHOT_FORM_MAGIC)
+        .ok_or("not keel's snapshot form (no KEELSNPF magic)")?;
+    let (count, mut rest) = rest
+        .split_first_chunk::<4>()
+        .ok_or("chunk count cut short")?;
+    let count = u32::from_be_bytes(*count);
+    let mut chunks = Vec::with_capacity(count.min(1 << 16) as usize);
+    for i in 0..count {
+        let (len, tail) = rest
+            .split_first_chunk::<4>()
+            .ok_or_else(|| format!("chunk {i} of {count}: length cut short"))?;
+        let (chunk, tail) = tail
+            .split_at_checked(u32::from_be_bytes(*len) as usize)
+            .ok_or_else(|| format!("chunk {i} of {count} runs past the end"))?;
+        chunks.push(chunk);
+        rest = tail;
+    }
+    if !rest.is_empty() {
+        return Err(format!(
+            "{} bytes after chunk {count} of {count}",
+            rest.len()
+        ));
+    }
+    Ok(chunks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::fail;
+    use crate::storage::txnlog::{SEGMENT_HEADER_BYTES, TXNLOG_DIR};
+    use crate::zab::storage::tests::conformance;
+    use crate::zab::zxid;
+
+    fn open(dir: &Path) -> ZabStore {
+        ZabStore::open(dir, dir, true).unwrap_or_else(|e| panic!("open: {e}"))
+    }
+
+    /// Txn `counter` of epoch 1: 100 KiB whose bytes depend on the zxid.
+    fn txn(counter: u32) -> Txn {
+        let z = zxid(1, counter);
+        Txn {
+            zxid: z,
+            data: Bytes::from(
+                (0..100 << 10)
+                    .map(|i| (i ^ z as usize) as u8)
+                    .collect::<Vec<_>>(),
+            ),
+        }
+    }
+
+    fn txns(counters: std::ops::RangeInclusive<u32>) -> Vec<Txn> {
+        counters.map(txn).collect()
+    }
+
+    /// The whole log as the store reads it, as counters (payloads checked).
+    fn counters(s: &ZabStore) -> Vec<u32> {
+        s.read_range(0, u64::MAX)
+            .iter()
+            .map(|t| {
+                assert_eq!(t, &txn(t.zxid as u32), "payload of 0x{:x}", t.zxid);
+                t.zxid as u32
+            })
+            .collect()
+    }
+
+    fn segments(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir.join(TXNLOG_DIR))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("log."))
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Copies the directory tree `from` into `to`.
+    fn copy_dir(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy_dir(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), target).unwrap();
+            }
+        }
+    }
+
+    /// Opens a copy of the store in `dir` (which stays as it is), in a directory that
+    /// lives as long as the store.
+    fn open_copy(dir: &Path) -> ZabStoreIn {
+        let copy = tempfile::tempdir().unwrap();
+        copy_dir(dir, copy.path());
+        let store = open(copy.path());
+        ZabStoreIn { store, _dir: copy }
+    }
+
+    /// A store with the temporary directory it lives in.
+    struct ZabStoreIn {
+        store: ZabStore,
+        _dir: tempfile::TempDir,
+    }
+
+    impl std::ops::Deref for ZabStoreIn {
+        type Target = ZabStore;
+        fn deref(&self) -> &ZabStore {
+            &self.store
+        }
+    }
+
+    fn segment_name(counter: u32) -> String {
+        format!("log.{:016x}", zxid(1, counter))
+    }
+
+    /// A store whose log holds txns 1..=32 in appends of 4 (400 KiB each), two appends
+    /// to a 1 MB segment (the library's tests' size): segments start at txns 1, 9, 17
+    /// and 25. The last append (29..=32) is not synced.
+    fn four_segments(dir: &Path) -> ZabStore {
+        let mut s = open(dir);
+        for first in (1..=25).step_by(4) {
+            s.append(&txns(first..=first + 3));
+            s.sync();
+        }
+        s.append(&txns(29..=32));
+        let want: Vec<String> = [1, 9, 17, 25].map(segment_name).to_vec();
+        assert_eq!(segments(dir), want, "the layout the tests rely on");
+        s
+    }
+
+    fn form(tag: &str) -> Bytes {
+        encode_snapshot(&[format!("header {tag}").as_bytes(), b"nodes".as_slice()])
+    }
+
+    #[test]
+    fn conforms() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path();
+        conformance(
+            open(path),
+            |s| {
+                drop(s);
+                open(path)
+            },
+            form("conformance"),
+        );
+    }
+
+    #[test]
+    fn epoch_files_are_zookeepers() {
+        let dir = tempfile::tempdir().unwrap();
+        let snap_dir = dir.path().join("version-2");
+        // What a real ZooKeeper 3.8 member wrote (tools/ensemble.sh, after one
+        // election): "1" in each, no line end; a hand-edited "3\n" reads as ZooKeeper
+        // reads it.
+        std::fs::create_dir_all(&snap_dir).unwrap();
+        std::fs::write(snap_dir.join("acceptedEpoch"), "3\n").unwrap();
+        std::fs::write(snap_dir.join("currentEpoch"), "1").unwrap();
+        let mut s = open(dir.path());
+        let r = s.recover();
+        assert_eq!((r.accepted_epoch, r.current_epoch), (3, 1));
+        s.set_accepted_epoch(4_000_000_000);
+        s.set_current_epoch(5);
+        assert_eq!(
+            std::fs::read_to_string(snap_dir.join("acceptedEpoch")).unwrap(),
+            "4000000000"
+        );
+        assert_eq!(
+            std::fs::read_to_string(snap_dir.join("currentEpoch")).unwrap(),
+            "5"
+        );
+        let mut names: Vec<String> = std::fs::read_dir(&snap_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["acceptedEpoch", "currentEpoch"], "no tmp file left");
+        drop(s);
+        let r = open(dir.path()).recover();
+        assert_eq!((r.accepted_epoch, r.current_epoch), (4_000_000_000, 5));
+    }
+
+    #[test]
+    fn missing_epoch_files_take_the_last_zxids_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let snap_dir = dir.path().join("version-2");
+        let mut s = open(dir.path());
+        assert_eq!(
+            std::fs::read_to_string(snap_dir.join("currentEpoch")).unwrap(),
+            "0"
+        );
+        s.append(&[Txn {
+            zxid: zxid(3, 1),
+            data: Bytes::from_static(b"x"),
+        }]);
+        s.sync();
+        drop(s);
+        std::fs::remove_file(snap_dir.join("acceptedEpoch")).unwrap();
+        std::fs::remove_file(snap_dir.join("currentEpoch")).unwrap();
+        let r = open(dir.path()).recover();
+        assert_eq!((r.accepted_epoch, r.current_epoch), (3, 3));
+        for name in ["acceptedEpoch", "currentEpoch"] {
+            assert_eq!(std::fs::read_to_string(snap_dir.join(name)).unwrap(), "3");
+        }
+    }
+
+    #[test]
+    fn bad_epoch_files_are_refused_and_left_alone() {
+        let bad: [&[u8]; 9] = [
+            b"",
+            b"junk",
+            b"-1",
+            b"4294967296",
+            b" 1",
+            b"1 ",
+            b"1\n2",
+            b"0x5",
+            b"\xff1",
+        ];
+        for name in ["acceptedEpoch", "currentEpoch"] {
+            for contents in bad {
+                let dir = tempfile::tempdir().unwrap();
+                let file = dir.path().join("version-2").join(name);
+                drop(open(dir.path()));
+                std::fs::write(&file, contents).unwrap();
+                match ZabStore::open(dir.path(), dir.path(), true) {
+                    Err(StorageError::Corrupt { path, what, .. }) => {
+                        assert_eq!(path, file, "{contents:?}");
+                        assert!(what.contains("not an epoch"), "{what}");
+                    }
+                    other => panic!("{name} {contents:?}: expected Corrupt, got {other:?}"),
+                }
+                assert_eq!(std::fs::read(&file).unwrap(), contents, "never rewritten");
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path());
+        s.set_accepted_epoch(2);
+        s.set_current_epoch(2);
+        drop(s);
+        let accepted = dir.path().join("version-2/acceptedEpoch");
+        std::fs::write(&accepted, "1").unwrap();
+        match ZabStore::open(dir.path(), dir.path(), true) {
+            Err(StorageError::Corrupt { path, what, .. }) => {
+                assert_eq!(path, accepted);
+                assert!(what.contains("below currentEpoch 2"), "{what}");
+            }
+            other => panic!("expected Corrupt, got {other:?}"),
+        }
+        assert_eq!(std::fs::read_to_string(&accepted).unwrap(), "1");
+    }
+
+    #[test]
+    fn current_epoch_tmp_is_taken_when_the_log_is_ahead() {
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = dir.path().join("version-2/currentEpoch.tmp");
+        let mut s = open(dir.path());
+        s.set_accepted_epoch(4);
+        s.set_current_epoch(1);
+        s.append(&[Txn {
+            zxid: zxid(3, 1),
+            data: Bytes::from_static(b"x"),
+        }]);
+        s.sync();
+        drop(s);
+        // A crash between the tmp file's fsync and its rename; half written: ignored.
+        std::fs::write(&tmp, "3").unwrap();
+        assert_eq!(open(dir.path()).recover().current_epoch, 3);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("version-2/currentEpoch")).unwrap(),
+            "3"
+        );
+        std::fs::write(dir.path().join("version-2/currentEpoch"), "1").unwrap();
+        std::fs::write(&tmp, "").unwrap();
+        assert_eq!(open(dir.path()).recover().current_epoch, 1);
+    }
+
+    #[test]
+    fn read_range_crosses_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = four_segments(dir.path());
+        let got: Vec<Zxid> = s
+            .read_range(zxid(1, 6), zxid(1, 27))
+            .iter()
+            .map(|t| t.zxid)
+            .collect();
+        assert_eq!(got, (7..=27).map(|c| zxid(1, c)).collect::<Vec<_>>());
+        assert_eq!(
+            s.recover().log.len(),
+            28,
+            "the unsynced append is not recovered"
+        );
+    }
+
+    /// Crashes the operation `op` on a fresh [`four_segments`] store after its k-th
+    /// step for k = 1, 2, ... until it completes, and also each recovery open after
+    /// each of its own steps; every reopen must succeed, and `check` says whether it
+    /// found the new state (else it must have found the old one), never the old after
+    /// the new. `damage` changes the files after the crash after step k. Returns the k
+    /// of the first step after which the new state is found, the operation's steps and
+    /// the most steps a recovery took.
+    fn crash_at_every_step(
+        op: impl Fn(&mut ZabStore) -> Result<(), StorageError>,
+        check: impl Fn(&ZabStore, &str) -> bool,
+        damage: impl Fn(&Path, u32),
+    ) -> (u32, u32, u32) {
+        let mut first_new = None;
+        let mut recovery_steps = 0;
+        for k in 1.. {
+            let dir = tempfile::tempdir().unwrap();
+            let mut s = four_segments(dir.path());
+            fail::arm(Some(k));
+            let done = op(&mut s);
+            let hits = fail::hits();
+            fail::arm(None);
+            if let Err(e) = &done {
+                assert!(e.to_string().contains("injected crash"), "{e}");
+            }
+            drop(s);
+            damage(dir.path(), k);
+            let s = open_copy(dir.path());
+            let is_new = check(&s, &format!("crash after step {k}"));
+            drop(s);
+            // A crash during the recovery too, after each of its steps, each on a copy
+            // of the store as the first crash left it.
+            for j in 1.. {
+                let trial = tempfile::tempdir().unwrap();
+                copy_dir(dir.path(), trial.path());
+                fail::arm(Some(j));
+                let reopened = ZabStore::open(trial.path(), trial.path(), true);
+                fail::arm(None);
+                let finished = reopened.is_ok();
+                drop(reopened);
+                let what = format!("crash after step {k}, then after recovery step {j}");
+                assert_eq!(check(&open(trial.path()), &what), is_new, "{what}");
+                if finished {
+                    recovery_steps = recovery_steps.max(j - 1);
+                    break;
+                }
+            }
+            if is_new && first_new.is_none() {
+                first_new = Some(k);
+            }
+            assert!(
+                is_new || first_new.is_none(),
+                "crash after step {k}: the old state after a crash that found the new one"
+            );
+            if done.is_ok() {
+                assert!(hits < k);
+                assert!(is_new, "a completed operation leaves the new state");
+                return (first_new.expect("found new"), hits, recovery_steps);
+            }
+        }
+        unreachable!()
+    }
+
+    #[test]
+    fn truncate_survives_a_crash_at_every_step() {
+        // Txn 10 is in the first append (9..=12) of the second segment.
+        let after = zxid(1, 10);
+        let new: Vec<u32> = (1..=10).collect();
+        let steps = crash_at_every_step(
+            |s| s.try_truncate_after(after),
+            |s, what| {
+                let log = counters(s);
+                assert!(
+                    log == new || log == (1..=32).collect::<Vec<_>>(),
+                    "{what}: {log:?}"
+                );
+                log == new
+            },
+            |_, _| {},
+        );
+        // 1 the log's sync, 2 the commit, 3-4 the two later segments deleted, 5 the cut
+        // segment zeroed, 6 the carry appended, 7 the key deleted; the recovery after
+        // step 2 redoes 3-7.
+        assert_eq!(steps, (2, 7, 5), "(commit step, steps, recovery steps)");
+    }
+
+    #[test]
+    fn truncation_leaves_no_segment_past_the_cut_and_appends_go_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = four_segments(dir.path());
+        s.truncate_after(zxid(1, 10));
+        assert_eq!(segments(dir.path()), [segment_name(1), segment_name(9)]);
+        assert_eq!(s.sync(), zxid(1, 10));
+        s.append(&txns(11..=14));
+        assert_eq!(s.sync(), zxid(1, 14));
+        drop(s);
+        let mut s = open(dir.path());
+        assert_eq!(counters(&s), (1..=14).collect::<Vec<_>>());
+        // A cut at a segment's start removes the segment; one below the first txn, all.
+        s.truncate_after(zxid(1, 8));
+        assert_eq!(segments(dir.path()), [segment_name(1)]);
+        s.truncate_after(0);
+        assert!(segments(dir.path()).is_empty());
+        drop(s);
+        let mut s = open(dir.path());
+        assert!(counters(&s).is_empty());
+        s.append(&txns(1..=2));
+        assert_eq!(s.sync(), zxid(1, 2));
+        drop(s);
+        assert_eq!(counters(&open(dir.path())), [1, 2]);
+    }
+
+    #[test]
+    fn a_read_only_open_reads_a_pending_truncation_and_changes_nothing() {
+        // Server start-up verifies the store read-only before it opens it read-write.
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = four_segments(dir.path());
+        s.sync();
+        fail::arm(Some(2));
+        assert!(
+            s.try_truncate_after(zxid(1, 10)).is_err(),
+            "crash after the commit"
+        );
+        fail::arm(None);
+        drop(s);
+        let on_disk = segments(dir.path());
+        let ro = RocksStorage::open_read_only(dir.path(), dir.path())
+            .unwrap()
+            .expect("a store");
+        let mut read = Vec::new();
+        ro.read_log(-1, &mut |e| {
+            read.push(e.zxid);
+            Ok(())
+        })
+        .unwrap();
+        let want: Vec<i64> = (1..=10).map(|c| zxid(1, c) as i64).collect();
+        assert_eq!(read, want, "the log up to the cut, then the carry");
+        assert_eq!(ro.last_zxid().unwrap(), Some(zxid(1, 10) as i64));
+        drop(ro);
+        assert_eq!(segments(dir.path()), on_disk, "nothing deleted");
+        assert_eq!(counters(&open(dir.path())), (1..=10).collect::<Vec<_>>());
+        assert_eq!(segments(dir.path()), [segment_name(1), segment_name(9)]);
+    }
+
+    #[test]
+    fn garbage_past_a_committed_cut_is_ignored() {
+        // A crash during the zeroing may persist its writes in any order: the cut
+        // append's header zeroed while later appends stay whole, or bytes in between.
+        let steps = crash_at_every_step(
+            |s| s.try_truncate_after(zxid(1, 10)),
+            |s, what| {
+                let log = counters(s);
+                assert!(log.len() == 10 || log.len() == 32, "{what}: {log:?}");
+                log.len() == 10
+            },
+            |dir, k| {
+                let seg = dir.join(TXNLOG_DIR).join(segment_name(9));
+                if k == 2 && seg.exists() {
+                    let mut bytes = std::fs::read(&seg).unwrap();
+                    let at = SEGMENT_HEADER_BYTES as usize;
+                    bytes[at..at + 48].fill(0);
+                    bytes[at + 500_000] ^= 0xff;
+                    std::fs::write(&seg, bytes).unwrap();
+                }
+            },
+        );
+        assert_eq!(steps, (2, 7, 5));
+    }
+
+    #[test]
+    fn install_survives_a_crash_at_every_step() {
+        for at in [zxid(2, 3), zxid(1, 20)] {
+            let steps = crash_at_every_step(
+                |s| {
+                    // The store's own snapshot first, so the old state has one too.
+                    let store = s.store_mut();
+                    store.put_snapshot_chunk(zxid(1, 4) as i64, 0, b"old")?;
+                    store.finish_snapshot(zxid(1, 4) as i64, 1)?;
+                    store.purge(1)?;
+                    s.try_install_snapshot(at, &form("new"))
+                },
+                |s, what| {
+                    let (snap_zxid, snap) = s.snapshot();
+                    let r = s.recover();
+                    assert_eq!(r.snapshot_zxid, snap_zxid, "{what}");
+                    if snap_zxid == at {
+                        assert_eq!(snap, form("new"), "{what}");
+                        assert!(r.log.is_empty(), "{what}: {:?}", counters(s));
+                        assert!(segments(s.snap_dir.parent().unwrap()).is_empty(), "{what}");
+                        true
+                    } else {
+                        let log = counters(s);
+                        if snap_zxid == zxid(1, 4) {
+                            assert_eq!(snap, encode_snapshot(&[b"old"]), "{what}");
+                            assert_eq!(log, (5..=32).collect::<Vec<_>>(), "{what}");
+                        } else {
+                            assert_eq!(snap_zxid, 0, "{what}");
+                            assert_eq!(log, (1..=32).collect::<Vec<_>>(), "{what}");
+                        }
+                        false
+                    }
+                },
+                |_, _| {},
+            );
+            // 1 the batch, 2-5 the four segments deleted, 6 the key deleted.
+            assert_eq!(steps, (1, 6, 5), "(commit step, steps, recovery steps)");
+        }
+        // After an install below the old log's end, appends go on above it.
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = four_segments(dir.path());
+        s.install_snapshot(zxid(1, 20), form("new"));
+        s.append(&txns(21..=22));
+        assert_eq!(s.sync(), zxid(1, 22));
+        drop(s);
+        let s = open(dir.path());
+        assert_eq!(counters(&s), [21, 22]);
+        assert_eq!(s.recover().snapshot_zxid, zxid(1, 20));
+    }
+
+    #[test]
+    fn a_restart_recovers_what_was_durable() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path());
+        assert_eq!(s.recover().snapshot_zxid, 0);
+        assert!(s.recover().log.is_empty(), "an empty dataDir: SNAP");
+        assert_eq!(s.snapshot(), (0, Bytes::new()));
+        s.set_accepted_epoch(2);
+        s.set_current_epoch(2);
+        s.install_snapshot(zxid(1, 3), form("s"));
+        s.append(&txns(4..=6));
+        s.sync();
+        s.truncate_after(zxid(1, 5));
+        s.append(&[Txn {
+            zxid: zxid(2, 1),
+            data: Bytes::from_static(b"epoch 2"),
+        }]);
+        assert_eq!(s.sync(), zxid(2, 1));
+        let before = s.recover();
+        drop(s);
+        let s = open(dir.path());
+        let after = s.recover();
+        assert_eq!(
+            (
+                after.accepted_epoch,
+                after.current_epoch,
+                after.snapshot_zxid
+            ),
+            (
+                before.accepted_epoch,
+                before.current_epoch,
+                before.snapshot_zxid
+            )
+        );
+        assert_eq!(after.log, before.log);
+        let zxids: Vec<Zxid> = after.log.iter().map(|t| t.zxid).collect();
+        assert_eq!(zxids, [zxid(1, 4), zxid(1, 5), zxid(2, 1)]);
+        assert_eq!(s.snapshot(), (zxid(1, 3), form("s")));
+    }
+
+    #[test]
+    fn snapshot_form_round_trips_and_refuses_other_bytes() {
+        let chunks: [&[u8]; 3] = [b"header", b"", b"nodes"];
+        let bytes = encode_snapshot(&chunks);
+        assert_eq!(decode_snapshot(&bytes).unwrap(), chunks);
+        assert_eq!(
+            decode_snapshot(&encode_snapshot::<&[u8]>(&[]))
+                .unwrap()
+                .len(),
+            0
+        );
+        for bad in [
+            &b"state"[..],
+            &bytes[..bytes.len() - 1],
+            &[&bytes[..], b"x"].concat(),
+        ] {
+            assert!(decode_snapshot(bad).is_err(), "{bad:?}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path());
+        assert!(matches!(
+            s.try_install_snapshot(zxid(1, 1), b"state"),
+            Err(StorageError::Corrupt { .. })
+        ));
+        assert_eq!(s.snapshot(), (0, Bytes::new()), "nothing installed");
+    }
+}
