@@ -261,9 +261,12 @@ impl Learner {
         loop {
             let p = self.packet();
             match from_packet(&p).expect("ZooKeeper's packet is a message") {
-                Inbound::Message(Message::Ping { zxid }) => {
+                Inbound::Message(Message::Ping { zxid, .. }) => {
                     assert_eq!(p.data, None, "a leader's PING has null data");
-                    self.send(&Message::Ping { zxid });
+                    self.send(&Message::Ping {
+                        zxid,
+                        touched: Vec::new(),
+                    });
                 }
                 Inbound::Message(m) => return m,
                 Inbound::Snap { zxid } => panic!("SNAP at {zxid:#x}, DIFF expected"),
@@ -446,6 +449,119 @@ fn quorum_port_checks(leader: u64, last_zxid: u64) {
     println!(
         "quorum port: synced as follower 9 and observer 10 in epoch {epoch}; txns {kinds:?} decoded and re-encoded to ZooKeeper's bytes"
     );
+    drop(observer);
+    request_checks(&mut follower, epoch);
+}
+
+/// A REQUEST of `opcode` with `record` as its body, from our fake follower's client.
+fn forward(follower: &mut Learner, session_id: i64, cxid: i32, opcode: i32, body: Bytes) {
+    follower.send(&Message::Request {
+        session_id,
+        cxid,
+        opcode,
+        body,
+        auth: vec![jute::Id {
+            scheme: "ip".into(),
+            id: "127.0.0.1".into(),
+        }],
+    });
+}
+
+fn create_body(path: &str) -> Bytes {
+    let mut b = BytesMut::new();
+    jute::Record::encode(
+        &jute::CreateRequest {
+            path: path.into(),
+            data: Some(Bytes::from_static(b"f")),
+            acl: keel::tree::acl::open_acl(),
+            flags: 0,
+        },
+        &mut b,
+    );
+    b.freeze()
+}
+
+/// Reads the leader's stream until `n` txns are committed (ACKing each PROPOSAL, which
+/// ZooKeeper pipelines); returns them in zxid order.
+fn committed_txns(follower: &mut Learner, epoch: u32, n: usize) -> Vec<keel::server::txn::Txn> {
+    let mut proposed = std::collections::BTreeMap::new();
+    let mut committed = Vec::new();
+    while committed.len() < n {
+        match follower.message() {
+            Message::Proposal { zxid, txn } => {
+                assert_eq!(epoch_of(zxid), epoch);
+                follower.send(&Message::Ack { zxid });
+                proposed.insert(zxid, check_txn(&txn, zxid));
+            }
+            Message::Commit { zxid } => {
+                committed.push(proposed.remove(&zxid).expect("COMMIT of a proposed txn"))
+            }
+            other => panic!("PROPOSAL or COMMIT expected, got {other:?}"),
+        }
+    }
+    committed
+}
+
+/// Our fake follower forwards a client's work as a learner does: REQUEST createSession
+/// and create, REVALIDATE, REQUEST create and sync. ZooKeeper's leader must propose
+/// the txns for our session, answer the revalidation, and send SYNC after the COMMIT
+/// of the create before it.
+fn request_checks(follower: &mut Learner, epoch: u32) {
+    let session_id = (9i64 << 56) | 1;
+    let timeout = Bytes::copy_from_slice(&30_000i32.to_be_bytes());
+    forward(follower, session_id, 0, op::CREATE_SESSION, timeout);
+    forward(
+        follower,
+        session_id,
+        1,
+        op::CREATE,
+        create_body("/forwarded"),
+    );
+    let txns = committed_txns(follower, epoch, 2);
+    assert!(txns.iter().all(|t| t.session_id == session_id), "{txns:?}");
+    let TxnOp::CreateSession { timeout_ms, passwd } = txns[0].op.clone() else {
+        panic!("createSession expected: {txns:?}")
+    };
+    assert_eq!(timeout_ms, 30_000);
+    assert_eq!(passwd, keel::import::passwd::session_passwd(session_id));
+    assert!(
+        matches!(&txns[1].op, TxnOp::Create { path, .. } if path == "/forwarded"),
+        "{txns:?}"
+    );
+
+    follower.send(&Message::Revalidate {
+        session_id,
+        timeout_ms: 30_000,
+    });
+    assert_eq!(
+        follower.message(),
+        Message::RevalidateReply {
+            session_id,
+            valid: true
+        }
+    );
+
+    let mut sync = BytesMut::new();
+    jute::Record::encode(&jute::PathRequest { path: "/".into() }, &mut sync);
+    forward(
+        follower,
+        session_id,
+        2,
+        op::CREATE,
+        create_body("/forwarded2"),
+    );
+    forward(follower, session_id, 3, op::SYNC, sync.freeze());
+    let t = committed_txns(follower, epoch, 1);
+    assert!(
+        matches!(&t[0].op, TxnOp::Create { path, .. } if path == "/forwarded2"),
+        "{t:?}"
+    );
+    assert_eq!(
+        follower.message(),
+        Message::Sync,
+        "SYNC comes after the COMMIT of the create before it"
+    );
+    println!("quorum port: REQUEST createSession/create/sync and REVALIDATE from follower 9 were proposed, answered and synced by ZooKeeper's leader");
 }
 
 #[test]

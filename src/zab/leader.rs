@@ -169,7 +169,13 @@ impl Leader {
             let last = ctx.log.last();
             for (&sid, h) in &self.handlers {
                 if h.forwarding() {
-                    ctx.send(sid, Message::Ping { zxid: last });
+                    ctx.send(
+                        sid,
+                        Message::Ping {
+                            zxid: last,
+                            touched: Vec::new(),
+                        },
+                    );
                 }
             }
         }
@@ -280,7 +286,23 @@ impl Leader {
                         }
                         self.advance(ctx)
                     }
-                    (Stage::Synced, Message::Ping { .. }) => Next::Stay,
+                    (Stage::Synced, Message::Ping { touched, .. }) => {
+                        if !touched.is_empty() {
+                            ctx.emit(Action::Deliver {
+                                from,
+                                msg: Message::Ping { zxid: 0, touched },
+                            });
+                        }
+                        Next::Stay
+                    }
+                    // A synced learner's clients' requests are the state machine's.
+                    (
+                        Stage::Synced,
+                        msg @ (Message::Request { .. } | Message::Revalidate { .. }),
+                    ) => {
+                        ctx.emit(Action::Deliver { from, msg });
+                        Next::Stay
+                    }
                     _ => {
                         // Anything else breaks the protocol (between ACKEPOCH and the
                         // NEWLEADER ACK a learner sends nothing): drop that learner.

@@ -257,8 +257,24 @@ impl Learner {
                 self.ack_durable(ctx);
                 Next::Stay
             }
-            (Phase::Broadcast, Message::Ping { zxid: z }) => {
-                ctx.send(self.leader, Message::Ping { zxid: z });
+            (Phase::Broadcast, Message::Ping { zxid: z, .. }) => {
+                // The member adds its touched sessions to this echo.
+                ctx.send(
+                    self.leader,
+                    Message::Ping {
+                        zxid: z,
+                        touched: Vec::new(),
+                    },
+                );
+                Next::Stay
+            }
+            // The leader's answers for the state machine, in stream order (a SYNC after
+            // the COMMITs before it).
+            (Phase::Broadcast, msg @ (Message::Sync | Message::RevalidateReply { .. })) => {
+                ctx.emit(Action::Deliver {
+                    from: self.leader,
+                    msg,
+                });
                 Next::Stay
             }
             // Leader PINGs may start once NEWLEADER is queued; they are ignored during

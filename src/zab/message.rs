@@ -4,6 +4,7 @@
 //! wire ([`super::wire`]) is a pure translation with no protocol decisions of its own.
 
 use bytes::Bytes;
+use jute::Id;
 
 use super::{Sid, Zxid};
 
@@ -172,11 +173,51 @@ pub enum Message {
         txn: Bytes,
     },
     /// 5, both ways: the leader's liveness probe (zxid = last proposed), echoed by the
-    /// learner (data = touched sessions, added with sessions in a later step).
+    /// learner with the sessions its clients touched since its last echo (data = pairs
+    /// of sessionId long and timeout int, LearnerSessionTracker.snapshot).
     Ping {
         /// The leader's last proposed zxid, echoed.
         zxid: Zxid,
+        /// Learner -> leader: (session id, timeout ms) of each touched session; empty
+        /// from the leader. The core echoes it empty; the member fills it in.
+        touched: Vec<(i64, i32)>,
     },
+    /// 1, learner -> leader: a client's write or session operation, for the leader's
+    /// state machine (REQUEST: data = sessionId long, cxid int, type int, then the
+    /// request record as the client sent it; authinfo = the client's identities). The
+    /// core passes it on ([`super::Action::Deliver`]) once the learner is synced.
+    Request {
+        /// The client's session.
+        session_id: i64,
+        /// The client's xid.
+        cxid: i32,
+        /// The request's opcode.
+        opcode: i32,
+        /// The request record's bytes.
+        body: Bytes,
+        /// The client connection's identities.
+        auth: Vec<Id>,
+    },
+    /// 6, learner -> leader: is a session that reconnected to the learner still alive?
+    /// (REVALIDATE: data = sessionId long, timeout int.) Passed on to the state machine.
+    Revalidate {
+        /// The session.
+        session_id: i64,
+        /// The timeout the client asked for, ms.
+        timeout_ms: i32,
+    },
+    /// 6, leader -> learner: the answer (REVALIDATE: data = sessionId long, valid
+    /// boolean). Passed on to the state machine.
+    RevalidateReply {
+        /// The session.
+        session_id: i64,
+        /// Whether it is alive (the learner then owns it).
+        valid: bool,
+    },
+    /// 7, leader -> learner: the oldest sync the learner forwarded is answered (no data:
+    /// a learner answers its forwarded syncs in the order it sent them). Passed on to
+    /// the state machine, after the COMMITs before it.
+    Sync,
 }
 
 /// Which of a member's two ports a message travels on.
@@ -205,6 +246,9 @@ impl Message {
             Message::Ack { .. } => 3,
             Message::Commit { .. } => 4,
             Message::Ping { .. } => 5,
+            Message::Request { .. } => 1,
+            Message::Revalidate { .. } | Message::RevalidateReply { .. } => 6,
+            Message::Sync => 7,
             Message::Inform { .. } => 8,
             Message::NewLeader { .. } => 10,
             Message::FollowerInfo { .. } => 11,

@@ -237,6 +237,16 @@ pub enum Action {
         /// The zxid of the state to send.
         zxid: Zxid,
     },
+    /// A message for the member's state machine, not the core: on a leader a synced
+    /// learner's REQUEST, REVALIDATE or the touched sessions of its PING; on a learner
+    /// in broadcast the leader's SYNC or REVALIDATE answer. In stream order with the
+    /// other actions (a SYNC comes after the `Commit`s before it).
+    Deliver {
+        /// The peer it came from.
+        from: Sid,
+        /// The message.
+        msg: Message,
+    },
     /// Close the quorum connection to `peer` (it timed out or broke the protocol).
     CloseConnection {
         /// The peer.

@@ -168,8 +168,7 @@ pub struct TouchedSession {
 }
 
 /// The sessions a learner's PING reports (LearnerHandler: read until the data runs
-/// out). [`Message::Ping`] does not carry them yet (sessions are a later step), so the
-/// runtime reads them from the packet with this.
+/// out); [`from_packet`] puts them in [`Message::Ping`]'s `touched`.
 ///
 /// Errors: data that is not a whole number of 12-byte entries.
 pub fn touched_sessions(data: &[u8]) -> Result<Vec<TouchedSession>, WireError> {
@@ -253,13 +252,52 @@ pub fn to_packet(msg: &Message, side: Side) -> Result<QuorumPacket, WireError> {
         Message::Ack { zxid } => p(k::ACK, *zxid, None),
         Message::Commit { zxid } => p(k::COMMIT, *zxid, None),
         Message::Inform { zxid, txn } => p(k::INFORM, *zxid, Some(txn.clone())),
-        Message::Ping { zxid } => {
+        Message::Ping { zxid, touched } => {
             let data = match side {
                 Side::Leader => None,
-                Side::Learner => Some(Bytes::new()),
+                Side::Learner => {
+                    let mut b = BytesMut::with_capacity(touched.len() * 12);
+                    for (session_id, timeout_ms) in touched {
+                        b.put_i64(*session_id);
+                        b.put_i32(*timeout_ms);
+                    }
+                    Some(b.freeze())
+                }
             };
             p(k::PING, *zxid, data)
         }
+        Message::Request {
+            session_id,
+            cxid,
+            opcode,
+            body,
+            auth,
+        } => {
+            let mut b = BytesMut::with_capacity(16 + body.len());
+            b.put_i64(*session_id);
+            b.put_i32(*cxid);
+            b.put_i32(*opcode);
+            b.put_slice(body);
+            let mut packet = QuorumPacket::new(k::REQUEST, -1, Some(b.freeze()));
+            packet.authinfo = Some(auth.clone());
+            packet
+        }
+        Message::Revalidate {
+            session_id,
+            timeout_ms,
+        } => {
+            let mut b = BytesMut::with_capacity(12);
+            b.put_i64(*session_id);
+            b.put_i32(*timeout_ms);
+            QuorumPacket::new(k::REVALIDATE, -1, Some(b.freeze()))
+        }
+        Message::RevalidateReply { session_id, valid } => {
+            let mut b = BytesMut::with_capacity(9);
+            b.put_i64(*session_id);
+            b.put_u8(u8::from(*valid));
+            QuorumPacket::new(k::REVALIDATE, -1, Some(b.freeze()))
+        }
+        Message::Sync => QuorumPacket::new(k::SYNC, 0, None),
     })
 }
 
@@ -304,15 +342,14 @@ fn data_int(p: &QuorumPacket, name: &'static str) -> Result<i32, WireError> {
     }
 }
 
-/// The message a packet carries. Authinfo is not part of any message (REQUEST, the one
-/// type that uses it, has none yet); a zxid field a type does not use (UPTODATE's -1)
+/// The message a packet carries. Authinfo is part of REQUEST only; a zxid field a type does not use (UPTODATE's -1)
 /// is not checked, and neither is data a type does not use, as ZooKeeper reads
 /// neither. An int datum (LEADERINFO, ACKEPOCH) is the first 4 bytes, as
 /// ByteBuffer.getInt reads it.
 ///
-/// Errors: an unknown type; REQUEST, REVALIDATE, SYNC, COMMITANDACTIVATE and
-/// INFORMANDACTIVATE, which have no [`Message`] yet (requests, sessions and reconfig are
-/// later steps); data that does not fit the type (LearnerInfo under 20 bytes, an int
+/// Errors: an unknown type; COMMITANDACTIVATE and INFORMANDACTIVATE, which have no
+/// [`Message`] yet (reconfig is a later step); data that does not fit the type (a
+/// REQUEST under 16 bytes, a REVALIDATE neither 12 nor 9 bytes, (LearnerInfo under 20 bytes, an int
 /// under 4, a null PROPOSAL or INFORM, a learner PING with data that is not whole
 /// session entries).
 pub fn from_packet(p: &QuorumPacket) -> Result<Inbound, WireError> {
@@ -372,11 +409,53 @@ pub fn from_packet(p: &QuorumPacket) -> Result<Inbound, WireError> {
             txn: txn()?,
         },
         k::PING => {
-            if let Some(d) = &p.data {
-                touched_sessions(d)?;
-            }
-            Message::Ping { zxid: z }
+            let touched = match &p.data {
+                Some(d) => touched_sessions(d)?
+                    .into_iter()
+                    .map(|t| (t.session_id, t.timeout_ms))
+                    .collect(),
+                None => Vec::new(),
+            };
+            Message::Ping { zxid: z, touched }
         }
+        k::REQUEST => {
+            let d = p.data.clone().unwrap_or_default();
+            let mut r = Input::new(&d);
+            let session_id = r.long("sessionId")?;
+            let cxid = r.int("cxid")?;
+            let opcode = r.int("type")?;
+            Message::Request {
+                session_id,
+                cxid,
+                opcode,
+                body: d.slice(16..),
+                auth: p.authinfo.clone().unwrap_or_default(),
+            }
+        }
+        // The same type both ways: the learner's question is a long and an int (12
+        // bytes), the leader's answer a long and a boolean (9 bytes).
+        k::REVALIDATE => {
+            let d = p.data.clone().unwrap_or_default();
+            let mut r = Input::new(&d);
+            let session_id = r.long("sessionId")?;
+            match d.len() {
+                12 => Message::Revalidate {
+                    session_id,
+                    timeout_ms: r.int("timeout")?,
+                },
+                9 => Message::RevalidateReply {
+                    session_id,
+                    valid: d[8] != 0,
+                },
+                n => {
+                    return Err(WireError::PacketData {
+                        name,
+                        what: format!("{n} bytes, neither a question (12) nor an answer (9)"),
+                    })
+                }
+            }
+        }
+        k::SYNC => Message::Sync,
         other => return Err(WireError::NoMessage { kind: other, name }),
     };
     Ok(Inbound::Message(msg))
@@ -387,6 +466,7 @@ mod tests {
     use super::*;
     use crate::zab::wire::hex;
     use crate::zab::wire::packet::Limits;
+    use jute::Id;
     use proptest::prelude::*;
 
     fn round_trip(msg: &Message, side: Side) -> Message {
@@ -455,6 +535,7 @@ mod tests {
         );
         let ping = Message::Ping {
             zxid: 0x3_0000_0001,
+            touched: Vec::new(),
         };
         assert_eq!(
             bytes_of(&ping, Side::Leader),
@@ -475,6 +556,54 @@ mod tests {
         );
     }
 
+    /// REQUEST, REVALIDATE and SYNC as Learner.request, Learner.validateSession,
+    /// LearnerHandler's REVALIDATE answer and Leader.sendSync write them.
+    #[test]
+    fn requests_revalidations_and_syncs_have_zookeepers_layout() {
+        let req = Message::Request {
+            session_id: 0x0200_0000_0000_0001,
+            cxid: 7,
+            opcode: 1,
+            body: Bytes::from_static(b"\x00\x00\x00\x02/a"),
+            auth: vec![Id {
+                scheme: "ip".into(),
+                id: "127.0.0.1".into(),
+            }],
+        };
+        assert_eq!(
+            bytes_of(&req, Side::Learner),
+            hex("00000001 FFFFFFFFFFFFFFFF 00000016 0200000000000001 00000007 00000001 00000002 2F61 \
+                 00000001 00000002 6970 00000009 3132372E302E302E31")
+        );
+        let q = Message::Revalidate {
+            session_id: 2,
+            timeout_ms: 30_000,
+        };
+        assert_eq!(
+            bytes_of(&q, Side::Learner),
+            hex("00000006 FFFFFFFFFFFFFFFF 0000000C 0000000000000002 00007530 FFFFFFFF")
+        );
+        let a = Message::RevalidateReply {
+            session_id: 2,
+            valid: true,
+        };
+        assert_eq!(
+            bytes_of(&a, Side::Leader),
+            hex("00000006 FFFFFFFFFFFFFFFF 00000009 0000000000000002 01 FFFFFFFF")
+        );
+        assert_eq!(
+            bytes_of(&Message::Sync, Side::Leader),
+            hex("00000007 0000000000000000 FFFFFFFF FFFFFFFF")
+        );
+        for m in [req, q, a, Message::Sync] {
+            assert_eq!(round_trip(&m, Side::Learner), m);
+        }
+        let odd = QuorumPacket::new(kind::REVALIDATE, -1, Some(Bytes::from_static(&[0; 10])));
+        assert!(from_packet(&odd).is_err());
+        let short = QuorumPacket::new(kind::REQUEST, -1, Some(Bytes::from_static(&[0; 15])));
+        assert!(from_packet(&short).is_err());
+    }
+
     #[test]
     fn learner_pings_carry_sessions() {
         let mut d = Vec::new();
@@ -490,7 +619,18 @@ mod tests {
         let p = QuorumPacket::new(kind::PING, 5, Some(Bytes::from(d.clone())));
         assert_eq!(
             from_packet(&p).unwrap(),
-            Inbound::Message(Message::Ping { zxid: 5 })
+            Inbound::Message(Message::Ping {
+                zxid: 5,
+                touched: vec![(0x1000_0000_0000_0001, 30_000)]
+            })
+        );
+        let ping = Message::Ping {
+            zxid: 5,
+            touched: vec![(0x1000_0000_0000_0001, 30_000)],
+        };
+        assert_eq!(
+            bytes_of(&ping, Side::Learner),
+            hex("00000005 0000000000000005 0000000C 1000000000000001 00007530 FFFFFFFF")
         );
         let p = QuorumPacket::new(kind::PING, 5, Some(Bytes::copy_from_slice(&d[..11])));
         assert!(from_packet(&p).is_err());
@@ -498,7 +638,7 @@ mod tests {
 
     #[test]
     fn packets_without_a_message_are_typed_errors() {
-        for t in [1, 6, 7, 9, 19] {
+        for t in [9, 19] {
             let p = QuorumPacket::new(t, 0, None);
             assert!(matches!(from_packet(&p), Err(WireError::NoMessage { kind, .. }) if kind == t));
         }
@@ -577,7 +717,34 @@ mod tests {
             any::<u64>().prop_map(|zxid| Message::Ack { zxid }),
             any::<u64>().prop_map(|zxid| Message::Commit { zxid }),
             (any::<u64>(), bytes()).prop_map(|(zxid, txn)| Message::Inform { zxid, txn }),
-            any::<u64>().prop_map(|zxid| Message::Ping { zxid }),
+            any::<u64>().prop_map(|zxid| Message::Ping {
+                zxid,
+                touched: Vec::new()
+            }),
+            (
+                any::<i64>(),
+                any::<i32>(),
+                any::<i32>(),
+                bytes(),
+                proptest::collection::vec(("[a-z]{0,8}", "[ -~]{0,16}"), 0..3)
+            )
+                .prop_map(|(session_id, cxid, opcode, body, ids)| Message::Request {
+                    session_id,
+                    cxid,
+                    opcode,
+                    body,
+                    auth: ids
+                        .into_iter()
+                        .map(|(scheme, id)| Id { scheme, id })
+                        .collect(),
+                }),
+            (any::<i64>(), any::<i32>()).prop_map(|(session_id, timeout_ms)| Message::Revalidate {
+                session_id,
+                timeout_ms
+            }),
+            (any::<i64>(), any::<bool>())
+                .prop_map(|(session_id, valid)| Message::RevalidateReply { session_id, valid }),
+            Just(Message::Sync),
         ]
     }
 
@@ -586,6 +753,12 @@ mod tests {
         fn every_message_round_trips(msg in message(), leader_side: bool) {
             let side = if leader_side { Side::Leader } else { Side::Learner };
             prop_assert_eq!(round_trip(&msg, side), msg);
+        }
+
+        #[test]
+        fn learner_pings_round_trip_their_sessions(zxid: u64, touched in proptest::collection::vec((any::<i64>(), any::<i32>()), 0..8)) {
+            let msg = Message::Ping { zxid, touched };
+            prop_assert_eq!(round_trip(&msg, Side::Learner), msg);
         }
 
         #[test]
