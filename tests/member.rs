@@ -62,13 +62,12 @@ impl Ensemble {
         self.run(false);
     }
 
-    /// The leader's answers to forwarded syncs go to the learner whose client asked
-    /// (its server id is the session id's high byte), behind the commits before them.
+    /// The leader's SYNC packets go to the learner that forwarded the sync,
+    /// behind the commits before them.
     /// Revalidations go to the leader and its answers back to the learner that asked.
     fn route_sync_replies(&mut self) {
-        for reply in self.members[LEADER].drain_sync_replies() {
-            let member = (reply.session_id >> 56) as usize - 1;
-            self.members[member].handle(self.now, Input::SyncReply(reply));
+        for learner in self.members[LEADER].drain_sync_replies() {
+            self.members[learner as usize - 1].handle(self.now, Input::SyncReply);
         }
         for i in 0..self.members.len() {
             for req in self.members[i].drain_revalidations() {

@@ -26,9 +26,11 @@
 //!
 //! `sync` (ZooKeeper's Leader.processSync): the leader answers a sync once every txn it
 //! had proposed when the sync arrived is committed and applied, at once when none is
-//! outstanding. For a learner's client it sends a [`SyncReply`] (ZooKeeper's SYNC
-//! packet, after the COMMITs before it on the same stream), and the learner answers its
-//! client then, so the client reads at least what the leader had sequenced. For the
+//! outstanding. For a learner's client it tells the runtime to send that learner a
+//! SYNC packet (after the COMMITs before it on the same stream; the packet names no
+//! request, so a learner answers its forwarded syncs in the order it sent them), and
+//! the learner answers its client then, so the client reads at least what the leader
+//! had sequenced. For the
 //! leader's own client it answers itself. A standalone server answers sync as a read.
 //!
 //! A session that reconnects to a learner is checked there against ZooKeeper's derived
@@ -106,16 +108,6 @@ pub struct RevalidateReply {
     pub valid: bool,
 }
 
-/// The leader's answer to a learner's forwarded sync (ZooKeeper's SYNC packet): the
-/// learner answers its client's sync `cxid` of `session_id` on receipt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SyncReply {
-    /// The client's session.
-    pub session_id: i64,
-    /// The sync's xid.
-    pub cxid: i32,
-}
-
 /// A sync the leader answers once the txns before it are applied.
 #[derive(Debug)]
 pub(super) enum SyncWaiter {
@@ -126,8 +118,8 @@ pub(super) enum SyncWaiter {
         xid: i32,
         req: PathRequest,
     },
-    /// A learner's client: a [`SyncReply`] for the learner.
-    Remote { session_id: i64, cxid: i32 },
+    /// A learner's client: a SYNC packet for learner `from`.
+    Remote { from: u64 },
 }
 
 /// The key of a forwarded request a learner waits on: the session and cxid the txn
@@ -153,9 +145,9 @@ impl Server {
         std::mem::take(&mut self.forwards)
     }
 
-    /// Takes the leader's answers to forwarded syncs, in order (each goes to the learner
-    /// that forwarded it, behind the COMMITs already sent to it).
-    pub fn drain_sync_replies(&mut self) -> Vec<SyncReply> {
+    /// Takes the learners (server ids) owed a SYNC packet for a sync they forwarded, in
+    /// order; each goes behind the COMMITs already sent to that learner.
+    pub fn drain_sync_replies(&mut self) -> Vec<u64> {
         std::mem::take(&mut self.sync_replies)
     }
 
@@ -294,13 +286,8 @@ impl Server {
         self.stats.packets_received += 1;
         match fwd.req {
             Request::Sync(_) => {
-                self.syncs.push_back((
-                    self.proposed_zxid,
-                    SyncWaiter::Remote {
-                        session_id: fwd.session_id,
-                        cxid: fwd.cxid,
-                    },
-                ));
+                self.syncs
+                    .push_back((self.proposed_zxid, SyncWaiter::Remote { from }));
                 self.answer_syncs();
             }
             Request::CreateSession { timeout_ms }
@@ -493,7 +480,7 @@ impl Server {
                     c.inflight.push_back(Queued::Forwarded);
                 }
                 self.awaiting_syncs
-                    .insert((session_id, xid), (conn, req.clone()));
+                    .push_back((conn, session_id, xid, req.clone()));
                 self.forwards.push(Forwarded {
                     session_id,
                     cxid: xid,
@@ -522,10 +509,10 @@ impl Server {
         }
     }
 
-    /// A learner: the leader answered the forwarded sync `cxid` of `session_id`.
-    pub(super) fn sync_replied(&mut self, reply: SyncReply) {
-        if let Some((conn, req)) = self.awaiting_syncs.remove(&(reply.session_id, reply.cxid)) {
-            self.answer_sync(conn, reply.session_id, reply.cxid, req);
+    /// A learner: the leader's SYNC packet answers the oldest sync forwarded.
+    pub(super) fn sync_replied(&mut self) {
+        if let Some((conn, session_id, xid, req)) = self.awaiting_syncs.pop_front() {
+            self.answer_sync(conn, session_id, xid, req);
         }
     }
 
@@ -540,9 +527,7 @@ impl Server {
                 break;
             };
             match waiter {
-                SyncWaiter::Remote { session_id, cxid } => {
-                    self.sync_replies.push(SyncReply { session_id, cxid })
-                }
+                SyncWaiter::Remote { from } => self.sync_replies.push(from),
                 SyncWaiter::Local {
                     conn,
                     session_id,

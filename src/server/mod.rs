@@ -30,7 +30,7 @@ use crate::tree::{acl, DataTree};
 use crate::watch::{ConnId, WatchManager};
 use bytes::Bytes;
 use jute::{ConnectRequest, ConnectResponse, Id};
-pub use member::{Forwarded, Revalidate, RevalidateReply, Role, SyncReply};
+pub use member::{Forwarded, Revalidate, RevalidateReply, Role};
 use prep::{Prep, PrepSettings};
 use rand::{rngs::StdRng, RngCore, SeedableRng};
 use rustc_hash::FxHashMap as HashMap;
@@ -77,8 +77,8 @@ pub enum Input {
     Revalidate { from: u64, req: Revalidate },
     /// Learner: the leader's answer to a [`Revalidate`].
     RevalidateReply(RevalidateReply),
-    /// Learner: the leader answered a forwarded sync (its SYNC packet).
-    SyncReply(SyncReply),
+    /// Learner: the leader's SYNC packet: the oldest sync forwarded is answered.
+    SyncReply,
     /// Leader: sessions a learner's clients touched (from its PING reply).
     Touched { sessions: Vec<i64> },
     /// A txn Zab committed that this server did not propose itself (a learner's view
@@ -269,10 +269,10 @@ pub struct Server {
     touched: rustc_hash::FxHashSet<i64>,
     /// Leader: syncs waiting for the txns proposed before them, by that last zxid.
     syncs: VecDeque<(i64, member::SyncWaiter)>,
-    /// Leader: answers to learners' syncs, for the runtime.
-    sync_replies: Vec<SyncReply>,
-    /// Learner: forwarded syncs: connection and request.
-    awaiting_syncs: HashMap<member::AwaitKey, (ConnId, jute::PathRequest)>,
+    /// Leader: learners owed a SYNC packet, for the runtime.
+    sync_replies: Vec<u64>,
+    /// Learner: forwarded syncs, oldest first: connection, session, xid, request.
+    awaiting_syncs: VecDeque<(ConnId, i64, i32, jute::PathRequest)>,
     /// This server's id (`myid`; 0 standalone).
     my_sid: u64,
     /// Leader: the server id each session's requests must come through.
@@ -322,7 +322,7 @@ impl Server {
             touched: Default::default(),
             syncs: VecDeque::new(),
             sync_replies: Vec::new(),
-            awaiting_syncs: HashMap::default(),
+            awaiting_syncs: VecDeque::new(),
             my_sid: 0,
             session_owner: HashMap::default(),
             revalidations: Vec::new(),
@@ -438,7 +438,7 @@ impl Server {
             Input::Revalidate { from, req } => self.revalidate(from, req),
             Input::RevalidateReply(reply) => self.revalidated(reply),
             Input::Touched { sessions } => self.touched_remotely(&sessions),
-            Input::SyncReply(reply) => self.sync_replied(reply),
+            Input::SyncReply => self.sync_replied(),
             Input::Apply(txn) => self.apply_committed(txn),
         }
     }

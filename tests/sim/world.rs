@@ -581,11 +581,9 @@ impl World {
                 Action::CloseConnection { peer } => self.break_conn(sid, peer, false),
                 // No member here has a state machine or clients (nothing sends REQUEST,
                 // REVALIDATE or sessions in a PING), so the core has nothing to deliver.
-                Action::Deliver { from, msg } => {
-                    self.fail(format!(
-                        "{sid} delivered {msg:?} from {from} with no state machine to take it"
-                    ))
-                }
+                Action::Deliver { from, msg } => self.fail(format!(
+                    "{sid} delivered {msg:?} from {from} with no state machine to take it"
+                )),
                 Action::ReadLog {
                     peer,
                     after,
