@@ -221,7 +221,14 @@ pub fn build(server: &Server, config: &Config) -> ServerSnapshot {
             min_session_timeout_ms: config.min_session_timeout_ms as i64,
             max_session_timeout_ms: config.max_session_timeout_ms as i64,
             client_port_listen_backlog: -1,
-            server_id: config.my_id.unwrap_or(0) as i64,
+            // A zoo.cfg that is not distributed runs as ZooKeeperServerMain, which has no
+            // server id: `conf` says serverId=0 there even with a myid file and one
+            // server.N line (measured with ZooKeeper 3.8).
+            server_id: if config.is_distributed() {
+                config.my_id.unwrap_or(0) as i64
+            } else {
+                0
+            },
             quorum_lines: Vec::new(),
         },
         environment: keel_environment(),
@@ -241,5 +248,33 @@ pub fn build(server: &Server, config: &Config) -> ServerSnapshot {
             })
             .collect(),
         ..ServerSnapshot::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server_id_of(text: &str, my_id: Option<u64>) -> i64 {
+        let mut config = Config::parse(text).unwrap();
+        if let Some(id) = my_id {
+            config.set_my_id(id).unwrap();
+        }
+        let server = Server::new(crate::server_settings(&config), 0, 0, 1);
+        build(&server, &config).conf.server_id
+    }
+
+    #[test]
+    fn a_standalone_server_has_no_server_id_even_with_a_myid() {
+        let one = "tickTime=2000\ndataDir=/d\nclientPort=2181\nserver.1=127.0.0.1:2888:3888\n";
+        assert_eq!(
+            server_id_of(one, Some(1)),
+            0,
+            "ZooKeeperServerMain: serverId=0"
+        );
+        let three = "tickTime=2000\ninitLimit=5\nsyncLimit=2\ndataDir=/d\nclientPort=2181\n\
+                     server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.1:2889:3889\n\
+                     server.3=127.0.0.1:2890:3890\n";
+        assert_eq!(server_id_of(three, Some(2)), 2);
     }
 }
