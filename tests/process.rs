@@ -41,6 +41,18 @@ fn temp_dir(tag: &str) -> PathBuf {
     dir
 }
 
+/// Runs keel on `cfg` until it exits (a start-up that must fail); its status and stderr.
+fn run_to_exit(cfg: &std::path::Path) -> (std::process::ExitStatus, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_keel"))
+        .arg(cfg)
+        .output()
+        .unwrap();
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 fn start(extra: &str) -> Keel {
     let port = free_port();
     let dir = temp_dir("proc");
@@ -212,12 +224,8 @@ fn bad_config_names_key_and_line() {
         format!("dataDir={}\nclientPort=2181\ntickTime=abc\n", dir.display()),
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_keel"))
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (status, err) = run_to_exit(&cfg);
+    assert!(!status.success());
     assert!(err.contains("tickTime") && err.contains("line 3"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -246,12 +254,8 @@ fn an_ensemble_config_is_refused_until_keel_forms_ensembles() {
         ),
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_keel"))
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (status, err) = run_to_exit(&cfg);
+    assert!(!status.success());
     assert!(
         err.contains("ensemble") && err.contains("server.1, server.2, server.3"),
         "{err}"

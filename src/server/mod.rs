@@ -822,6 +822,11 @@ impl Server {
         self.last_zxid = txn.zxid;
         let result = self.apply(&txn);
         let zxid = txn.zxid;
+        if let TxnOp::CloseSession { .. } = txn.op {
+            // A closed session has no owner any more (keeps the leader's table bounded
+            // by the live sessions).
+            self.session_owner.remove(&txn.session_id);
+        }
         // Clear what this txn (and any earlier one) recorded, unless a later proposal
         // has since recorded the same path: that entry stays until its own txn applies.
         while self
