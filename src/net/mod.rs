@@ -1,7 +1,8 @@
 //! The runtime layer, the only one that does I/O, and only moves bytes: the client ports
 //! and connections ([`client`]), TLS on the secure client port ([`tls`], reading key and
 //! trust stores with [`keystore`]), the storage thread ([`persist`], with its sync
-//! threads in [`syncer`]), and the lowest-priority thread that keeps a CPU awake while
+//! threads in [`syncer`]), an ensemble member's storage thread for the Zab core's
+//! writes ([`zab_persist`]), and the lowest-priority thread that keeps a CPU awake while
 //! serving ([`busy_poll`]). What the bytes mean is decided above it (src/member).
 pub mod busy_poll;
 pub mod client;
@@ -9,3 +10,4 @@ pub mod keystore;
 pub mod persist;
 pub mod syncer;
 pub mod tls;
+pub mod zab_persist;

@@ -1,0 +1,285 @@
+//! The storage thread of an ensemble member: executes the Zab core's storage actions
+//! ([`crate::zab::Action`]) and the state machine's own snapshot writes on a
+//! [`ZabStore`], on a blocking thread, in the order they are queued.
+//!
+//! - Appends are group-committed: every append already queued is written, then one
+//!   sync covers them all, then the highest durable zxid is published on a watch channel
+//!   (which never blocks, so the core and this thread cannot deadlock on full queues).
+//!   The core feeds it to Zab as [`crate::zab::Input::Durable`].
+//! - acceptedEpoch, currentEpoch, TRUNC and SNAP installs must be durable before the core
+//!   runs its next action (the ordering rules in `zab`): they carry a oneshot that this
+//!   thread answers once the write is synced, and the core waits for it. Appends queued
+//!   before one are written first (one queue, in order), and a truncate syncs them
+//!   before it cuts.
+//! - A DIFF read ([`crate::zab::Action::ReadLog`]) runs here too, with the log as it is
+//!   when it runs; its answer goes back to the core as [`crate::zab::Input::LogRead`].
+//!
+//! A storage error is fatal, as in the standalone storage thread: the process exits,
+//! because serving on without knowing what is durable would be a guess.
+
+use crate::server::stats::StorageStats;
+use crate::server::StorageOp;
+use crate::storage::zab::ZabStore;
+use crate::storage::{Storage, StorageError};
+use crate::zab::storage::read_for_diff;
+use crate::zab::{Input, Sid, Txn, Zxid};
+use bytes::Bytes;
+use std::time::Instant;
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// Appends gathered into one group commit at most (one write and one sync).
+const MAX_BATCH_TXNS: usize = 4096;
+
+/// One operation for the storage thread.
+#[derive(Debug)]
+pub enum ZabOp {
+    /// Append these txns (ascending, above the log's last zxid); durable once the
+    /// published zxid reaches them.
+    Append(Vec<Txn>),
+    /// Durably write acceptedEpoch, then answer `done`.
+    AcceptedEpoch {
+        epoch: u32,
+        done: oneshot::Sender<()>,
+    },
+    /// Durably write currentEpoch, then answer `done`.
+    CurrentEpoch {
+        epoch: u32,
+        done: oneshot::Sender<()>,
+    },
+    /// Durably drop every logged txn above `after` (synced or not), then answer `done`.
+    Truncate {
+        after: Zxid,
+        done: oneshot::Sender<()>,
+    },
+    /// Atomically install `snapshot` (keel's snapshot form,
+    /// [`crate::storage::zab::encode_snapshot`]) as the state as of `zxid`, emptying
+    /// the log, then answer `done`.
+    Install {
+        zxid: Zxid,
+        snapshot: Bytes,
+        done: oneshot::Sender<()>,
+    },
+    /// Read the log for a DIFF to `peer` ([`read_for_diff`]) and send the answer on the
+    /// events channel.
+    ReadLog {
+        peer: Sid,
+        after: Zxid,
+        upto: Zxid,
+        snapshot_size_factor: f64,
+    },
+    /// One of the state machine's own snapshot writes (its periodic local snapshot).
+    Server(StorageOp),
+}
+
+/// Runs until `rx` closes. `durable` gets the highest durable zxid after each group
+/// commit; `events` gets the answers to [`ZabOp::ReadLog`]; `stats` records each sync's
+/// and snapshot's time.
+pub fn run(
+    mut store: ZabStore,
+    mut rx: mpsc::Receiver<ZabOp>,
+    durable: watch::Sender<Zxid>,
+    events: mpsc::Sender<Input>,
+    stats: StorageStats,
+) {
+    let mut batch: Vec<Txn> = Vec::new();
+    let mut snapshot_started: Option<(i64, Instant)> = None;
+    while let Some(first) = rx.blocking_recv() {
+        let mut next = Some(first);
+        while let Some(op) = next.take() {
+            match op {
+                ZabOp::Append(txns) => {
+                    batch.extend(txns);
+                    if batch.len() < MAX_BATCH_TXNS {
+                        next = rx.try_recv().ok();
+                        continue;
+                    }
+                    group_commit(&mut store, &mut batch, &durable, &stats);
+                }
+                other => {
+                    // Everything queued before it is written (and synced) first.
+                    group_commit(&mut store, &mut batch, &durable, &stats);
+                    execute(&mut store, other, &events, &stats, &mut snapshot_started);
+                }
+            }
+            if next.is_none() {
+                next = rx.try_recv().ok();
+            }
+        }
+        group_commit(&mut store, &mut batch, &durable, &stats);
+    }
+}
+
+/// Writes `batch` with one sync and publishes the durable zxid.
+fn group_commit(
+    store: &mut ZabStore,
+    batch: &mut Vec<Txn>,
+    durable: &watch::Sender<Zxid>,
+    stats: &StorageStats,
+) {
+    if batch.is_empty() {
+        return;
+    }
+    or_exit(store.try_append(batch));
+    batch.clear();
+    let t0 = Instant::now();
+    let zxid = or_exit(store.try_sync());
+    stats.record_fsync(t0.elapsed().as_millis() as u64);
+    durable.send_if_modified(|d| {
+        let up = zxid > *d;
+        if up {
+            *d = zxid;
+        }
+        up
+    });
+}
+
+fn execute(
+    store: &mut ZabStore,
+    op: ZabOp,
+    events: &mpsc::Sender<Input>,
+    stats: &StorageStats,
+    snapshot_started: &mut Option<(i64, Instant)>,
+) {
+    match op {
+        ZabOp::Append(_) => unreachable!("appends are batched by the caller"),
+        ZabOp::AcceptedEpoch { epoch, done } => {
+            or_exit(store.try_set_accepted_epoch(epoch));
+            let _ = done.send(());
+        }
+        ZabOp::CurrentEpoch { epoch, done } => {
+            or_exit(store.try_set_current_epoch(epoch));
+            let _ = done.send(());
+        }
+        ZabOp::Truncate { after, done } => {
+            or_exit(store.try_truncate_after(after));
+            let _ = done.send(());
+        }
+        ZabOp::Install {
+            zxid,
+            snapshot,
+            done,
+        } => {
+            or_exit(store.try_install_snapshot(zxid, &snapshot));
+            let _ = done.send(());
+        }
+        ZabOp::ReadLog {
+            peer,
+            after,
+            upto,
+            snapshot_size_factor,
+        } => {
+            let txns = read_for_diff(&*store, after, upto, snapshot_size_factor);
+            // The core gone means the process is stopping.
+            let _ = events.blocking_send(Input::LogRead { peer, after, txns });
+        }
+        ZabOp::Server(StorageOp::SnapshotChunk { zxid, index, data }) => {
+            if index == 0 {
+                *snapshot_started = Some((zxid, Instant::now()));
+            }
+            or_exit(store.store_mut().put_snapshot_chunk(zxid, index, &data));
+        }
+        ZabOp::Server(StorageOp::SnapshotDone { zxid, chunks }) => {
+            or_exit(store.store_mut().finish_snapshot(zxid, chunks));
+            let elapsed_ms = match snapshot_started.take() {
+                Some((z, t0)) if z == zxid => t0.elapsed().as_millis() as u64,
+                _ => 0,
+            };
+            stats.record_snapshot(zxid, elapsed_ms, unix_seconds());
+        }
+        ZabOp::Server(StorageOp::Append(txn)) => {
+            // In an ensemble every txn is logged by Zab (as its ZooKeeper bytes); the
+            // replica turns the state machine's appends into proposals.
+            tracing::error!(
+                zxid = txn.zxid,
+                "a state-machine append reached the ensemble storage thread; dropped"
+            );
+        }
+    }
+}
+
+/// Seconds since the Unix epoch (0 if the clock is before it).
+fn unix_seconds() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+fn or_exit<T>(r: Result<T, StorageError>) -> T {
+    r.unwrap_or_else(|e| {
+        tracing::error!(error = %e, "storage failed; stopping so no unacknowledged write is guessed at");
+        std::process::exit(3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zab::zxid;
+
+    fn txn(counter: u32) -> Txn {
+        Txn {
+            zxid: zxid(1, counter),
+            data: Bytes::from(vec![counter as u8; 8]),
+        }
+    }
+
+    fn open(dir: &std::path::Path) -> ZabStore {
+        ZabStore::open(dir, &dir.join("log"), true).unwrap()
+    }
+
+    /// Appends queued together are made durable; a truncate queued after them waits for
+    /// them and cuts exactly after its zxid; epochs are written before `done` answers;
+    /// a DIFF read sees the log as it is when it runs.
+    #[test]
+    fn ops_run_in_queue_order_and_barriers_answer_once_durable() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, rx) = mpsc::channel(64);
+        let (durable_tx, durable_rx) = watch::channel(0);
+        let (events_tx, mut events_rx) = mpsc::channel(4);
+        let (epoch_done, epoch_wait) = oneshot::channel();
+        let (trunc_done, trunc_wait) = oneshot::channel();
+        tx.try_send(ZabOp::AcceptedEpoch {
+            epoch: 1,
+            done: epoch_done,
+        })
+        .unwrap();
+        tx.try_send(ZabOp::Append(vec![txn(1), txn(2)])).unwrap();
+        tx.try_send(ZabOp::Append(vec![txn(3)])).unwrap();
+        tx.try_send(ZabOp::Truncate {
+            after: zxid(1, 2),
+            done: trunc_done,
+        })
+        .unwrap();
+        tx.try_send(ZabOp::ReadLog {
+            peer: 2,
+            after: zxid(1, 1),
+            upto: zxid(1, 3),
+            snapshot_size_factor: 100.0,
+        })
+        .unwrap();
+        drop(tx);
+        let store = open(dir.path());
+        run(store, rx, durable_tx, events_tx, StorageStats::default());
+        epoch_wait.blocking_recv().unwrap();
+        trunc_wait.blocking_recv().unwrap();
+        assert_eq!(
+            *durable_rx.borrow(),
+            zxid(1, 3),
+            "the group commit synced all three"
+        );
+        match events_rx.try_recv().unwrap() {
+            Input::LogRead { peer, after, txns } => {
+                assert_eq!((peer, after), (2, zxid(1, 1)));
+                let got: Vec<Zxid> = txns.unwrap().iter().map(|t| t.zxid).collect();
+                assert_eq!(got, [zxid(1, 2)], "the read ran after the truncate");
+            }
+            other => panic!("{other:?}"),
+        }
+        let store = open(dir.path());
+        let rec = store.try_recover().unwrap();
+        assert_eq!(rec.accepted_epoch, 1);
+        let logged: Vec<Zxid> = rec.log.iter().map(|t| t.zxid).collect();
+        assert_eq!(logged, [zxid(1, 1), zxid(1, 2)]);
+    }
+}
