@@ -418,6 +418,12 @@ pub struct Config {
     /// `standaloneEnabled`: a single participant runs standalone (true). When false, even
     /// one `server.N` line forms an ensemble of one.
     pub standalone_enabled: bool,
+    /// `quorumListenOnAllIPs`: bind the election and quorum ports on every address
+    /// rather than the server.N host's (false).
+    pub quorum_listen_on_all_ips: bool,
+    /// `cnxTimeout` / `zookeeper.cnxTimeout`: how long a connect to a peer's election
+    /// port may take, ms (QuorumCnxManager's cnxTO, 5000).
+    pub cnx_timeout_ms: u32,
     /// `server.N` lines (or the dynamic config file's), sorted by id; a repeated id keeps
     /// the last line, as Java properties do.
     pub servers: Vec<ServerSpec>,
@@ -498,6 +504,8 @@ impl Default for Config {
             jute_max_buffer: 0xfffff,
             force_sync: true,
             dynamic_config_file: None,
+            quorum_listen_on_all_ips: false,
+            cnx_timeout_ms: 5000,
             unknown_keys: Vec::new(),
             entries: Vec::new(),
             initial_config: String::new(),
@@ -515,7 +523,6 @@ pub const MAX_BUSY_POLL_US: u64 = 100_000;
 const ZK_BOOLEAN_KEYS: &[&str] = &[
     "localSessionsEnabled",
     "localSessionsUpgradingEnabled",
-    "quorumListenOnAllIPs",
     "syncEnabled",
     "sslQuorum",
     "portUnification",
@@ -556,6 +563,7 @@ const PASS_THROUGH_KEYS: &[&str] = &[
     "DigestAuthenticationProvider.superDigest",
     "X509AuthenticationProvider.superUser",
     "enforceQuota",
+    "cnxTimeout",
 ];
 
 /// Settings ZooKeeper reads only as JVM properties of exactly this name; keel also takes
@@ -812,6 +820,7 @@ impl Config {
             "metricsProvider.httpHost" => self.metrics_provider_http_host = value.to_string(),
             "reconfigEnabled" => self.reconfig_enabled = parse_bool(value)?,
             "standaloneEnabled" => self.standalone_enabled = parse_bool(value)?,
+            "quorumListenOnAllIPs" => self.quorum_listen_on_all_ips = parse_bool(value)?,
             "dynamicConfigFile" => self.dynamic_config_file = Some(parse_path(value)?),
             "secureClientPortAddress" => {
                 pending.secure_client_port_address = true;
@@ -890,6 +899,12 @@ impl Config {
                 self.super_digest = Some(value.to_string())
             }
             "enforceQuota" => self.enforce_quota = parse_bool(value)?,
+            "cnxTimeout" => {
+                self.cnx_timeout_ms = parse_u32(value)?;
+                if self.cnx_timeout_ms == 0 {
+                    return Err("must be greater than 0 (ms)".to_string());
+                }
+            }
             "X509AuthenticationProvider.superUser" => {
                 self.x509_super_user = Some(value.to_string())
             }
@@ -1373,6 +1388,27 @@ mod tests {
         Config::parse(text)
             .expect_err("should be refused")
             .to_string()
+    }
+
+    /// The peer-connection settings: QuorumCnxManager's cnxTO from zoo.cfg's
+    /// `cnxTimeout` or the `zookeeper.cnxTimeout` property (5000 ms by default), and
+    /// `quorumListenOnAllIPs`; bad values are refused by key.
+    #[test]
+    fn peer_connection_settings() {
+        let c = parse("dataDir=/d\n");
+        assert_eq!(
+            (c.cnx_timeout_ms, c.quorum_listen_on_all_ips),
+            (5000, false)
+        );
+        let c = parse("dataDir=/d\ncnxTimeout=1500\nquorumListenOnAllIPs=true\n");
+        assert_eq!((c.cnx_timeout_ms, c.quorum_listen_on_all_ips), (1500, true));
+        let mut c = parse("dataDir=/d\n");
+        c.apply_system_property("zookeeper.cnxTimeout", "700")
+            .unwrap();
+        assert_eq!(c.cnx_timeout_ms, 700);
+        assert!(error("dataDir=/d\ncnxTimeout=0\n").contains("cnxTimeout"));
+        assert!(error("dataDir=/d\ncnxTimeout=soon\n").contains("cnxTimeout"));
+        assert!(error("dataDir=/d\nquorumListenOnAllIPs=maybe\n").contains("quorumListenOnAllIPs"));
     }
 
     #[test]
