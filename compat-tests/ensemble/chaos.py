@@ -1,0 +1,236 @@
+"""Kill -9 the leader of a 3-member ensemble under write load, again and again.
+
+Usage: chaos.py ENSEMBLE_DIR CYCLES
+
+ENSEMBLE_DIR is one that lib.sh start_ensemble started (m1..m3, each with its
+zoo.cfg, port, pid, log and the command that runs it in `cmd`). Four Kazoo clients
+write without pause, client i connected first to member i % 3 (each has every member
+in its list, so it moves on when its member dies). Each cycle: find the leader by
+`srvr`, kill -9 it, measure the write gap (the longest pause between two acknowledged
+writes of any clients, from 2 s before the kill on), restart the member on its own
+dataDir and wait until it serves again. Then every acknowledged write must be on every
+member, and full dumps of the members (paths, data, ACLs, every Stat field, read after
+a `sync` through a client of that member alone) must be identical.
+
+Prints one line per cycle and a summary; exits 1 on any lost write or difference.
+"""
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NodeExistsError
+from kazoo.retry import KazooRetry
+
+MEMBERS = (1, 2, 3)
+
+
+def four_letter(port, word, timeout=2.0):
+    """The answer of a four-letter word, '' if the member does not answer."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(word.encode())
+            chunks = []
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                chunks.append(b)
+            return b"".join(chunks).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def mode(port):
+    for line in four_letter(port, "srvr").splitlines():
+        if line.startswith("Mode: "):
+            return line[len("Mode: "):]
+    return ""
+
+
+class Member:
+    def __init__(self, root, i):
+        self.dir = os.path.join(root, "m%d" % i)
+        self.port = int(open(os.path.join(self.dir, "port")).read())
+        self.cmd = open(os.path.join(self.dir, "cmd")).read().strip()
+
+    def pid(self):
+        return int(open(os.path.join(self.dir, "pid")).read())
+
+    def kill9(self):
+        try:
+            os.kill(self.pid(), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def start(self):
+        log = open(os.path.join(self.dir, "log"), "ab")
+        p = subprocess.Popen(
+            [self.cmd, os.path.join(self.dir, "zoo.cfg")],
+            stdout=log, stderr=log, start_new_session=True)
+        with open(os.path.join(self.dir, "pid"), "w") as f:
+            f.write(str(p.pid))
+
+
+class Writer(threading.Thread):
+    """Creates /chaos/c<i>-<n> without pause; remembers what was acknowledged."""
+
+    def __init__(self, i, hosts):
+        super().__init__(daemon=True)
+        self.i = i
+        self.client = KazooClient(hosts=hosts, randomize_hosts=False, timeout=10.0,
+                                  connection_retry=KazooRetry(max_tries=-1, max_delay=0.5))
+        self.acked = {}
+        self.ack_times = []
+        self.lock = threading.Lock()
+        self.stop = False
+
+    def run(self):
+        self.client.start(timeout=30)
+        n = 0
+        while not self.stop:
+            path = "/chaos/c%d-%d" % (self.i, n)
+            data = ("%d:%d" % (self.i, n)).encode()
+            n += 1
+            try:
+                self.client.create(path, data)
+            except NodeExistsError:
+                continue
+            except KazooException:
+                # Outcome unknown (the connection broke in flight): not acknowledged.
+                time.sleep(0.05)
+                continue
+            now = time.monotonic()
+            with self.lock:
+                self.acked[path] = data
+                self.ack_times.append(now)
+
+
+def dump(port):
+    """Every znode of the member on `port`: path -> (data, acl, stat), after a sync."""
+    zk = KazooClient(hosts="127.0.0.1:%d" % port, timeout=10.0)
+    zk.start(timeout=30)
+    try:
+        zk.sync("/")
+        out = {}
+        stack = ["/"]
+        while stack:
+            path = stack.pop()
+            data, stat = zk.get(path)
+            acl, _ = zk.get_acls(path)
+            stat = tuple(stat)
+            if path == "/zookeeper/config":
+                # Each member sets this znode's times when it loads its config
+                # (ZooKeeper's members differ here too).
+                stat = stat[:2] + stat[4:]
+            out[path] = (data, [(a.perms, a.id.scheme, a.id.id) for a in acl], stat)
+            for child in zk.get_children(path):
+                stack.append(path.rstrip("/") + "/" + child)
+        return out
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def wait_serving(members, deadline_s=60):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < deadline_s:
+        modes = sorted(mode(m.port) for m in members)
+        if modes == ["follower", "follower", "leader"]:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def main():
+    # A killed member makes every client log its reconnects; only errors matter here.
+    logging.basicConfig(level=logging.ERROR)
+    root, cycles = sys.argv[1], int(sys.argv[2])
+    members = [Member(root, i) for i in MEMBERS]
+    if not wait_serving(members):
+        print("chaos: the ensemble is not serving at the start")
+        return 1
+    setup = KazooClient(hosts=",".join("127.0.0.1:%d" % m.port for m in members))
+    setup.start(timeout=30)
+    setup.ensure_path("/chaos")
+    setup.stop()
+    writers = []
+    for i in range(4):
+        order = [members[(i + k) % 3] for k in range(3)]
+        w = Writer(i, ",".join("127.0.0.1:%d" % m.port for m in order))
+        w.start()
+        writers.append(w)
+    time.sleep(2)
+    gaps = []
+    failed = False
+    for cycle in range(1, cycles + 1):
+        leader = next((m for m in members if mode(m.port) == "leader"), None)
+        if leader is None:
+            print("chaos: cycle %d: no leader" % cycle)
+            failed = True
+            break
+        killed_at = time.monotonic()
+        leader.kill9()
+        time.sleep(0.5)
+        leader.start()
+        if not wait_serving(members):
+            print("chaos: cycle %d: the ensemble did not serve again within 60 s" % cycle)
+            failed = True
+            break
+        time.sleep(1.5)
+        times = []
+        for w in writers:
+            with w.lock:
+                times += [t for t in w.ack_times if t > killed_at - 2.0]
+        times.sort()
+        if not any(t > killed_at for t in times):
+            print("chaos: cycle %d: no write acknowledged after the kill" % cycle)
+            failed = True
+            break
+        # The longest pause between two acknowledged writes around the kill: replies
+        # to writes committed just before it may still arrive after it.
+        gap_ms = max(b - a for a, b in zip(times, times[1:])) * 1000
+        gaps.append(gap_ms)
+        print("chaos: cycle %d: killed member on port %d (leader); write gap %.0f ms"
+              % (cycle, leader.port, gap_ms), flush=True)
+    for w in writers:
+        w.stop = True
+    for w in writers:
+        w.join(timeout=30)
+        w.client.stop()
+    acked = {}
+    for w in writers:
+        acked.update(w.acked)
+    dumps = {m.port: dump(m.port) for m in members}
+    lost = 0
+    for port, d in dumps.items():
+        missing = [p for p, data in acked.items() if p not in d or d[p][0] != data]
+        if missing:
+            lost += len(missing)
+            print("chaos: member on port %d lacks %d acknowledged writes, e.g. %s"
+                  % (port, len(missing), missing[:3]))
+    ports = sorted(dumps)
+    differ = 0
+    for port in ports[1:]:
+        a, b = dumps[ports[0]], dumps[port]
+        diff = sorted(p for p in set(a) | set(b) if a.get(p) != b.get(p))
+        if diff:
+            differ += 1
+            print("chaos: members on ports %d and %d differ at %d znodes, e.g. %s: %s vs %s"
+                  % (ports[0], port, len(diff), diff[0], a.get(diff[0]), b.get(diff[0])))
+    gaps_sorted = sorted(gaps)
+    median = gaps_sorted[len(gaps_sorted) // 2] if gaps_sorted else float("nan")
+    print("chaos: %d cycles, %d writes acknowledged, %d lost, %d member dumps differ; "
+          "write gap median %.0f ms, max %.0f ms"
+          % (len(gaps), len(acked), lost, differ, median, max(gaps, default=float("nan"))))
+    return 1 if failed or lost or differ or len(gaps) < cycles else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

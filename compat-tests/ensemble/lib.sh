@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# A 3-member ensemble on loopback, of keel or of real ZooKeeper 3.8. Source this file.
+#   start_ensemble KIND DIR BASE [EXTRA_CFG]   KIND = keel | zk; waits for one leader
+#                                             and two followers
+#   stop_ensemble DIR
+#   ensemble_port DIR leader|follower         the client port of a member in that mode
+# Member i (1..3) has clientPort BASE+10*(i-1)+1, quorum port +2, election port +3,
+# dataDir DIR/m<i>/data; DIR/m<i>/{zoo.cfg,port,pid,log,cmd} (cmd: the program that runs
+# a member on its zoo.cfg, so a test can restart one after kill -9).
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../lib.sh"
+
+ENSEMBLE_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+member_mode() { # PORT
+  timeout 3 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf srvr >&3 && cat <&3' _ "$1" 2>/dev/null \
+    | sed -n 's/^Mode: //p'
+}
+
+wait_ensemble() { # DIR [TRIES]
+  local dir=$1 modes=""
+  for _ in $(seq "${2:-300}"); do
+    modes=$(for i in 1 2 3; do member_mode "$(cat "$dir/m$i/port")"; done | sort | tr '\n' ' ')
+    [ "$modes" = "follower follower leader " ] && return 0
+    sleep 0.2
+  done
+  echo "ensemble in $dir did not form: modes '$modes'" >&2
+  return 1
+}
+
+start_ensemble() { # KIND DIR BASE [EXTRA_CFG]
+  local kind=$1 dir=$2 base=$3 extra=${4:-} cmd i j m
+  case $kind in
+  keel) cmd=$KEEL_BIN ;;
+  zk) cmd=$ENSEMBLE_HERE/zk-exec.sh ;;
+  *) echo "start_ensemble: unknown kind $kind" >&2; return 2 ;;
+  esac
+  rm -rf "$dir"; mkdir -p "$dir"
+  for i in 1 2 3; do
+    m=$dir/m$i; mkdir -p "$m/data"; echo $i > "$m/data/myid"
+    {
+      echo "tickTime=${ENSEMBLE_TICK_MS:-500}"; echo "initLimit=10"; echo "syncLimit=5"
+      echo "dataDir=$m/data"; echo "clientPort=$((base + 10 * (i - 1) + 1))"
+      echo "maxClientCnxns=0"; echo "4lw.commands.whitelist=*"; echo "admin.enableServer=false"
+      for j in 1 2 3; do
+        echo "server.$j=127.0.0.1:$((base + 10 * (j - 1) + 2)):$((base + 10 * (j - 1) + 3))"
+      done
+      [ -n "$extra" ] && echo "$extra"
+    } > "$m/zoo.cfg"
+    echo "$((base + 10 * (i - 1) + 1))" > "$m/port"
+    echo "$cmd" > "$m/cmd"
+    setsid "$cmd" "$m/zoo.cfg" >"$m/log" 2>&1 &
+    echo $! > "$m/pid"
+  done
+  wait_ensemble "$dir"
+}
+
+stop_ensemble() { # DIR
+  local p
+  for p in "$1"/m*/pid; do [ -f "$p" ] && { kill -CONT "$(cat "$p")" 2>/dev/null; kill "$(cat "$p")" 2>/dev/null; }; done
+  sleep 1
+  for p in "$1"/m*/pid; do [ -f "$p" ] && kill -9 "$(cat "$p")" 2>/dev/null; done
+  true
+}
+
+ensemble_port() { # DIR leader|follower
+  local i p
+  for i in 1 2 3; do
+    p=$(cat "$1/m$i/port"); [ "$(member_mode "$p")" = "$2" ] && { echo "$p"; return 0; }
+  done
+  return 1
+}
