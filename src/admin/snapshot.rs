@@ -7,7 +7,7 @@ use super::fourlw::{
 };
 use crate::config::Config;
 use crate::server::stats::SummaryStat;
-use crate::server::Server;
+use crate::server::{Role, Server};
 use crate::watch::Table;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -121,6 +121,26 @@ pub fn build_for_word(server: &Server, config: &Config, asker: SocketAddr) -> Se
     snap
 }
 
+/// The `Mode:` / `zk_server_state` name of the server's role and whether it serves
+/// (ZooKeeper's `ServerStats.getServerState` and `isRunning`): `standalone`, `leader`,
+/// `follower` or `observer` (this member's server.N line says `:observer`); an ensemble
+/// member that is electing or syncing does not serve, and most words then answer
+/// [`super::fourlw::ZK_NOT_SERVING`].
+fn mode_of(server: &Server, config: &Config) -> (&'static str, bool) {
+    match server.role() {
+        Role::Standalone => ("standalone", true),
+        Role::Leader { .. } => ("leader", true),
+        Role::Learner => {
+            let observer = config
+                .servers
+                .iter()
+                .any(|s| Some(s.id) == config.my_id && s.observer);
+            (if observer { "observer" } else { "follower" }, true)
+        }
+        Role::NotServing => ("follower", false),
+    }
+}
+
 /// A snapshot of `server` for the admin surface (four-letter words without the asking
 /// connection, AdminServer, metrics).
 pub fn build(server: &Server, config: &Config) -> ServerSnapshot {
@@ -178,7 +198,10 @@ pub fn build(server: &Server, config: &Config) -> ServerSnapshot {
             summary_sets.push((format!("{namespace}_{suffix}"), mntr_summary(s)));
         }
     }
+    let (mode, serving) = mode_of(server, config);
     ServerSnapshot {
+        mode: mode.to_string(),
+        serving,
         latency_min_ms: m.request_latency.min(),
         latency_avg_ms: m.request_latency.avg(),
         latency_max_ms: m.request_latency.max(),
@@ -276,5 +299,29 @@ mod tests {
                      server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.1:2889:3889\n\
                      server.3=127.0.0.1:2890:3890\n";
         assert_eq!(server_id_of(three, Some(2)), 2);
+    }
+
+    /// `Mode:` follows the server's role; an electing member does not serve; an
+    /// `:observer` line makes a learner an observer.
+    #[test]
+    fn mode_follows_the_role() {
+        let text = "tickTime=2000\ninitLimit=5\nsyncLimit=2\ndataDir=/d\nclientPort=2181\n\
+                    server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.1:2889:3889\n\
+                    server.3=127.0.0.1:2890:3890:observer\n";
+        let mode = |my_id: u64, role: Role| {
+            let mut config = Config::parse(text).unwrap();
+            config.set_my_id(my_id).unwrap();
+            let mut server = Server::new(crate::server_settings(&config), 0, 0, 1);
+            server.handle(0, crate::server::Input::Role(role));
+            let snap = build(&server, &config);
+            (snap.mode, snap.serving)
+        };
+        assert_eq!(mode(1, Role::Leader { epoch: 1 }), ("leader".into(), true));
+        assert_eq!(mode(2, Role::Learner), ("follower".into(), true));
+        assert_eq!(mode(3, Role::Learner), ("observer".into(), true));
+        assert!(!mode(2, Role::NotServing).1);
+        let standalone = Config::parse("dataDir=/d\n").unwrap();
+        let server = Server::new(crate::server_settings(&standalone), 0, 0, 1);
+        assert_eq!(build(&server, &standalone).mode, "standalone");
     }
 }
