@@ -25,7 +25,7 @@ use crate::zab::storage::read_for_diff;
 use crate::zab::{Input, Sid, Txn, Zxid};
 use bytes::Bytes;
 use std::time::Instant;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 
 /// Appends gathered into one group commit at most (one write and one sync).
 const MAX_BATCH_TXNS: usize = 4096;
@@ -73,13 +73,16 @@ pub enum ZabOp {
 
 /// Runs until `rx` closes. `durable` gets the highest durable zxid after each group
 /// commit; `events` gets the answers to [`ZabOp::ReadLog`]; `stats` records each sync's
-/// and snapshot's time.
+/// and snapshot's time; `chunk_slots` gets a permit back for each snapshot chunk after
+/// the header once it is written (the core takes one per chunk it serialises, as for
+/// the standalone storage thread).
 pub fn run(
     mut store: ZabStore,
     mut rx: mpsc::Receiver<ZabOp>,
     durable: watch::Sender<Zxid>,
     events: mpsc::Sender<Input>,
     stats: StorageStats,
+    chunk_slots: &Semaphore,
 ) {
     let mut batch: Vec<Txn> = Vec::new();
     let mut snapshot_started: Option<(i64, Instant)> = None;
@@ -98,7 +101,14 @@ pub fn run(
                 other => {
                     // Everything queued before it is written (and synced) first.
                     group_commit(&mut store, &mut batch, &durable, &stats);
-                    execute(&mut store, other, &events, &stats, &mut snapshot_started);
+                    execute(
+                        &mut store,
+                        other,
+                        &events,
+                        &stats,
+                        chunk_slots,
+                        &mut snapshot_started,
+                    );
                 }
             }
             if next.is_none() {
@@ -138,6 +148,7 @@ fn execute(
     op: ZabOp,
     events: &mpsc::Sender<Input>,
     stats: &StorageStats,
+    chunk_slots: &Semaphore,
     snapshot_started: &mut Option<(i64, Instant)>,
 ) {
     match op {
@@ -177,6 +188,9 @@ fn execute(
                 *snapshot_started = Some((zxid, Instant::now()));
             }
             or_exit(store.store_mut().put_snapshot_chunk(zxid, index, &data));
+            if index > 0 {
+                chunk_slots.add_permits(1);
+            }
         }
         ZabOp::Server(StorageOp::SnapshotDone { zxid, chunks }) => {
             or_exit(store.store_mut().finish_snapshot(zxid, chunks));
@@ -260,7 +274,14 @@ mod tests {
         .unwrap();
         drop(tx);
         let store = open(dir.path());
-        run(store, rx, durable_tx, events_tx, StorageStats::default());
+        run(
+            store,
+            rx,
+            durable_tx,
+            events_tx,
+            StorageStats::default(),
+            &Semaphore::new(0),
+        );
         epoch_wait.blocking_recv().unwrap();
         trunc_wait.blocking_recv().unwrap();
         assert_eq!(
