@@ -82,49 +82,76 @@ pub async fn run(
                 return;
             }
         }
-        // One message per connection per turn: its packets joined in order (the
-        // connection writes them with one syscall anyway), then Close if asked.
-        let mut batches: Vec<(u64, BytesMut, bool)> = Vec::new();
-        let mut slot: rustc_hash::FxHashMap<u64, usize> = rustc_hash::FxHashMap::default();
-        for (conn, out) in server.drain_outbox() {
-            let i = *slot.entry(conn).or_insert_with(|| {
-                batches.push((conn, BytesMut::new(), false));
-                batches.len() - 1
-            });
-            match out {
-                // Nothing goes out after a Close.
-                Outbound::Packet(p) if !batches[i].2 => batches[i].1.extend_from_slice(&p),
-                Outbound::Packet(_) => {}
-                Outbound::Close => batches[i].2 = true,
-            }
+        route(&mut routes, server.drain_outbox());
+    }
+}
+
+/// Routes the state machine's output to the connections: one message per connection
+/// per turn, its packets joined in order (the connection writes them with one syscall
+/// anyway), then Close if asked. A connection that is not reading its replies (its
+/// queue is full) is closed rather than waited for.
+pub(crate) fn route(
+    routes: &mut rustc_hash::FxHashMap<u64, mpsc::Sender<Outbound>>,
+    outbox: impl IntoIterator<Item = (u64, Outbound)>,
+) {
+    let mut batches: Vec<(u64, BytesMut, bool)> = Vec::new();
+    let mut slot: rustc_hash::FxHashMap<u64, usize> = rustc_hash::FxHashMap::default();
+    for (conn, out) in outbox {
+        let i = *slot.entry(conn).or_insert_with(|| {
+            batches.push((conn, BytesMut::new(), false));
+            batches.len() - 1
+        });
+        match out {
+            // Nothing goes out after a Close.
+            Outbound::Packet(p) if !batches[i].2 => batches[i].1.extend_from_slice(&p),
+            Outbound::Packet(_) => {}
+            Outbound::Close => batches[i].2 = true,
         }
-        for (conn, packets, close) in batches {
-            let Some(tx) = routes.get(&conn) else {
-                continue;
-            };
-            let mut sent = true;
-            if !packets.is_empty() {
-                sent = tx.try_send(Outbound::Packet(packets.freeze())).is_ok();
-            }
-            if sent && close {
-                sent = tx.try_send(Outbound::Close).is_ok();
-            }
-            if !sent {
-                tracing::warn!(
-                    conn,
-                    "client is not reading its replies; closing the connection"
-                );
-                routes.remove(&conn);
-            } else if close {
-                routes.remove(&conn);
-            }
+    }
+    for (conn, packets, close) in batches {
+        let Some(tx) = routes.get(&conn) else {
+            continue;
+        };
+        let mut sent = true;
+        if !packets.is_empty() {
+            sent = tx.try_send(Outbound::Packet(packets.freeze())).is_ok();
+        }
+        if sent && close {
+            sent = tx.try_send(Outbound::Close).is_ok();
+        }
+        if !sent {
+            tracing::warn!(
+                conn,
+                "client is not reading its replies; closing the connection"
+            );
+            routes.remove(&conn);
+        } else if close {
+            routes.remove(&conn);
         }
     }
 }
 
+/// What a core task feeds its clients' inputs to: the state machine itself
+/// (standalone), or an ensemble member's replica, which also needs to hear of them.
+pub(crate) trait ClientSink {
+    /// One client input at `now_ms`.
+    fn input(&mut self, now_ms: i64, input: Input);
+    /// The state machine, for the four-letter words.
+    fn server_mut(&mut self) -> &mut Server;
+}
+
+impl ClientSink for Server {
+    fn input(&mut self, now_ms: i64, input: Input) {
+        self.handle(now_ms, input);
+    }
+    fn server_mut(&mut self) -> &mut Server {
+        self
+    }
+}
+
 /// One message from a client connection.
-fn handle(
-    server: &mut Server,
+pub(crate) fn handle(
+    sink: &mut impl ClientSink,
     routes: &mut rustc_hash::FxHashMap<u64, mpsc::Sender<Outbound>>,
     config: &Config,
     msg: ToCore,
@@ -137,24 +164,25 @@ fn handle(
             ids,
         } => {
             routes.insert(conn, tx);
-            server.handle(now_ms(), Input::Connected { conn, addr });
+            sink.input(now_ms(), Input::Connected { conn, addr });
             if !ids.is_empty() {
-                server.handle(now_ms(), Input::Authenticated { conn, ids });
+                sink.input(now_ms(), Input::Authenticated { conn, ids });
             }
         }
         ToCore::Input(input) => {
             if let Input::Disconnected { conn } = &input {
                 routes.remove(conn);
             }
-            server.handle(now_ms(), input);
+            sink.input(now_ms(), input);
         }
         ToCore::Inputs(inputs) => {
             let now = now_ms();
             for input in inputs {
-                server.handle(now, input);
+                sink.input(now, input);
             }
         }
         ToCore::FourLetter { word, peer, reply } => {
+            let server = sink.server_mut();
             let text = if config.four_letter_words.allows(&word) {
                 match word.as_str() {
                     "srst" => server.reset_stats(),
