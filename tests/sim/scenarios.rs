@@ -402,6 +402,36 @@ fn behind_the_window_diffs_from_the_on_disk_log() {
     expect(&w, synced(&w, "snap") == 0, &what);
 }
 
+/// ZOOKEEPER-4394 behind the window: a learner that needs a DIFF from the on-disk log
+/// joins under continuous writes even when the read takes longer than the writes need
+/// to move the in-memory window past it (found with real processes: the leader read
+/// the log again and again, each answer already behind the window, until initLimit).
+#[test]
+fn continuous_writes_during_a_diff_from_the_log() {
+    let (mut w, _, f) = follower_behind_the_window(4394);
+    w.log_read_ms = (150, 200);
+    w.opts.propose_every_ms = 10;
+    w.workload = true;
+    w.restart(f);
+    let joined = w.run_until_cond(3_000, |w| {
+        matches!(
+            w.members[f as usize - 1].role,
+            Some(RoleChange::LearnerServing { .. })
+        )
+    });
+    ok(&w);
+    assert!(
+        joined,
+        "the learner never joined while the log read lagged the writes; roles {:?}, syncs {:?}",
+        roles(&w),
+        w.syncs
+    );
+    assert!(sync_count(&w, "diff_from_log") >= 1, "{:?}", w.syncs);
+    eprintln!("syncs {:?}", w.syncs);
+    w.workload = false;
+    converge(&mut w);
+}
+
 /// Asserts that the rejoin `synced` counts read the log (`read`: "log_read" or
 /// "log_read_refused") and then sent a SNAP, never a DIFF from the log.
 fn expect_snap_after(w: &World, synced: impl Fn(&World, &str) -> u64, read: &str) {

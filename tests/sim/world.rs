@@ -153,6 +153,8 @@ pub struct World {
     /// Drop the last txn of every log read (ZOOKEEPER-2418's gap between the on-disk
     /// log and the window): the leader must notice and send a SNAP.
     pub log_read_gap: bool,
+    /// How long an on-disk log read takes, ms: uniformly in `log_read_ms.0..log_read_ms.1`.
+    pub log_read_ms: (u64, u64),
     /// Crash this member right after it executes an action that matches (the rest of
     /// that step's actions never happen).
     pub crash_after: Option<(Sid, ActionMatch)>,
@@ -227,6 +229,7 @@ impl World {
             syncs: BTreeMap::new(),
             log_served: HashSet::new(),
             log_read_gap: false,
+            log_read_ms: (0, 20),
             crash_after: None,
             crash_on_delivery: None,
             opts,
@@ -605,7 +608,8 @@ impl World {
                     };
                     *self.syncs.entry(served).or_default() += 1;
                     // A read takes a while; the leader keeps committing meanwhile.
-                    let at = self.now_ms + self.rng.gen_range(0..20);
+                    let (fastest, slowest) = self.log_read_ms;
+                    let at = self.now_ms + self.rng.gen_range(fastest..slowest.max(fastest + 1));
                     let input = Input::LogRead { peer, after, txns };
                     self.timers.push((at, Timer::LogRead { sid, input }));
                 }

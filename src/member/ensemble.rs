@@ -1,0 +1,390 @@
+//! One member of an ensemble, wired up (ZooKeeper's QuorumPeerMain / QuorumPeer): the
+//! Zab store in dataDir ([`ZabStore`]), the replica that joins the Zab core to the
+//! state machine ([`Replica`]), the peer sockets ([`PeerNet`]), the storage thread
+//! ([`zab_persist`]), the client ports and the admin endpoints, and the core task that
+//! owns the replica and executes its effects.
+//!
+//! Ordering (the rules of [`crate::zab`]): effects run in the order returned; an
+//! acceptedEpoch, currentEpoch, TRUNC or SNAP write is waited for before the next effect
+//! runs; appends are handed to the storage thread, which group-commits them and
+//! publishes the durable zxid, fed back as [`Replica::durable`].
+
+use super::core::{handle, route, ClientSink};
+use super::now_ms;
+use crate::admin::core_handle::{CoreCall, CoreHandle};
+use crate::config::Config;
+use crate::member::replica::{Effect, Replica};
+use crate::net::busy_poll::BusyPoll;
+use crate::net::client::{self, ClientParams, ClientPorts, ToCore};
+use crate::net::peer::{PeerInbox, PeerNet, PeerParams};
+use crate::net::zab_persist::{self, ZabOp};
+use crate::server::{Input, Outbound, Server};
+use crate::storage::zab::ZabStore;
+use crate::zab::quorum::QuorumVerifier;
+use crate::zab::{self, Action, Sid, Zxid};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
+
+/// Capacity of the channel into the core task (back-pressure on the connections).
+const CORE_QUEUE: usize = 8192;
+/// Admin calls waiting for the core task.
+const ADMIN_QUEUE: usize = 64;
+/// Operations queued for the storage thread; a full queue makes the core wait.
+const STORAGE_QUEUE: usize = 65536;
+/// Answers of the storage thread's DIFF reads waiting for the core.
+const STORAGE_EVENTS: usize = 64;
+/// Snapshot chunks handed to the storage thread and not yet written (as standalone).
+const SNAPSHOT_CHUNKS_IN_FLIGHT: usize = 2;
+
+/// The Zab core's settings from zoo.cfg: this member's id, the participants and
+/// observers of the server.N lines, tickTime, initLimit and syncLimit.
+///
+/// Errors: `my_id` has no server.N line (ZooKeeper: "myid N not in the peer list").
+pub fn zab_config(config: &Config, my_id: Sid) -> Result<zab::Config, String> {
+    if !config.servers.iter().any(|s| s.id == my_id) {
+        let ids: Vec<String> = config.servers.iter().map(|s| s.id.to_string()).collect();
+        return Err(format!(
+            "myid {my_id} has no server.{my_id} line in zoo.cfg (servers: {})",
+            ids.join(", ")
+        ));
+    }
+    let participants = config
+        .servers
+        .iter()
+        .filter(|s| !s.observer)
+        .map(|s| s.id);
+    let observers = config.servers.iter().filter(|s| s.observer).map(|s| s.id);
+    Ok(zab::Config::new(
+        my_id,
+        QuorumVerifier::new(participants, observers),
+        u64::from(config.tick_time_ms),
+        u64::from(config.init_limit),
+        u64::from(config.sync_limit),
+    ))
+}
+
+/// The peer runtime's settings from zoo.cfg.
+fn peer_params(config: &Config) -> PeerParams {
+    PeerParams {
+        cnx_timeout: Duration::from_millis(u64::from(config.cnx_timeout_ms)),
+        quorum_connect_timeout: Duration::from_millis(
+            u64::from(config.tick_time_ms) * u64::from(config.init_limit.max(1)),
+        ),
+        quorum_listen_on_all_ips: config.quorum_listen_on_all_ips,
+        jute_max_buffer: config.jute_max_buffer,
+        ..PeerParams::default()
+    }
+}
+
+fn io_err(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+/// Runs this member of the ensemble `config` describes until `shutdown` resolves.
+///
+/// Errors: no myid or no server.N line for it; a port (client, election, quorum,
+/// admin) cannot be bound; a TLS setting is bad; the store is refused.
+pub async fn run(
+    config: Config,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
+    let my_id = config
+        .my_id
+        .ok_or_else(|| io_err("an ensemble member needs dataDir/myid"))?;
+    let zab_config = zab_config(&config, my_id).map_err(io_err)?;
+    let config = Arc::new(config);
+    let tls = client::tls_acceptor(&config)?;
+    let admin = crate::admin::Endpoints::bind(&config).await?;
+    let t0 = std::time::Instant::now();
+    let store = ZabStore::open(&config.data_dir, &config.data_log_dir, config.force_sync)
+        .map_err(io_err)?;
+    let recovered = store.try_recover().map_err(io_err)?;
+    let (_, snapshot) = store.try_snapshot().map_err(io_err)?;
+    let durable = recovered.log.last().map_or(recovered.snapshot_zxid, |t| t.zxid);
+    tracing::info!(
+        my_id,
+        accepted_epoch = recovered.accepted_epoch,
+        current_epoch = recovered.current_epoch,
+        snapshot_zxid = format!("0x{:x}", recovered.snapshot_zxid),
+        logged_txns = recovered.log.len(),
+        last_zxid = format!("0x{durable:x}"),
+        elapsed_ms = t0.elapsed().as_millis() as u64,
+        "recovered the member's store"
+    );
+    let now = now_ms() as u64;
+    let (replica, first) = Replica::new(
+        zab_config,
+        crate::server_settings(&config),
+        recovered,
+        &snapshot,
+        now,
+        now ^ (u64::from(std::process::id()) << 32),
+    )
+    .map_err(io_err)?;
+    drop(snapshot);
+    let ports = ClientPorts::bind(&config, tls).await?;
+    let (peers, inbox) = PeerNet::start(my_id, &config.servers, peer_params(&config)).await?;
+    tracing::info!(my_id, servers = config.servers.len(), "election and quorum ports bound; looking for a leader");
+    let (storage_tx, storage_rx) = mpsc::channel(STORAGE_QUEUE);
+    let (events_tx, events_rx) = mpsc::channel(STORAGE_EVENTS);
+    let (durable_tx, durable_rx) = watch::channel::<Zxid>(durable);
+    let storage_stats = replica.server().stats.metrics.storage.clone();
+    let chunk_slots = Arc::new(Semaphore::new(SNAPSHOT_CHUNKS_IN_FLIGHT));
+    let written_slots = chunk_slots.clone();
+    let (busy_poll, _busy_poll_thread) = BusyPoll::start(config.busy_poll_us)?;
+    let storage_thread = std::thread::Builder::new()
+        .name("keel-storage".into())
+        .spawn(move || {
+            zab_persist::run(
+                store,
+                storage_rx,
+                durable_tx,
+                events_tx,
+                storage_stats,
+                &written_slots,
+            )
+        })?;
+    let (core_tx, core_rx) = mpsc::channel(CORE_QUEUE);
+    let (admin_tx, admin_rx) = mpsc::channel(ADMIN_QUEUE);
+    let mut core = EnsembleCore {
+        replica,
+        routes: rustc_hash::FxHashMap::default(),
+        peers,
+        storage: storage_tx,
+        pending: first,
+    };
+    let core_config = config.clone();
+    let core_task = tokio::spawn(async move {
+        core.run(
+            core_rx,
+            admin_rx,
+            inbox,
+            events_rx,
+            durable_rx,
+            chunk_slots,
+            core_config,
+        )
+        .await
+    });
+    admin.serve(CoreHandle::new(admin_tx));
+    let params = ClientParams {
+        max_buffer: config.jute_max_buffer,
+        max_client_cnxns: config.max_client_cnxns,
+        is_four_letter_word: crate::admin::fourlw::is_four_letter_word,
+        x509_super_user: config.x509_super_user.clone(),
+        busy_poll,
+        ensemble: true,
+    };
+    ports.serve(core_tx, params, shutdown).await;
+    tracing::info!("shutting down");
+    core_task.abort();
+    let _ = core_task.await;
+    let _ = tokio::task::spawn_blocking(move || storage_thread.join()).await;
+    Ok(())
+}
+
+/// The ensemble member's core task state: the replica and where its effects go.
+struct EnsembleCore {
+    replica: Replica,
+    routes: rustc_hash::FxHashMap<u64, mpsc::Sender<Outbound>>,
+    peers: PeerNet,
+    storage: mpsc::Sender<ZabOp>,
+    /// Effects returned and not yet executed.
+    pending: Vec<Effect>,
+}
+
+impl ClientSink for EnsembleCore {
+    fn input(&mut self, now_ms: i64, input: Input) {
+        let effects = self.replica.client(now_ms as u64, input);
+        self.pending.extend(effects);
+    }
+    fn server_mut(&mut self) -> &mut Server {
+        self.replica.server_mut()
+    }
+}
+
+impl EnsembleCore {
+    #[allow(clippy::too_many_arguments)]
+    async fn run(
+        &mut self,
+        mut rx: mpsc::Receiver<ToCore>,
+        mut admin_rx: mpsc::Receiver<CoreCall>,
+        mut inbox: PeerInbox,
+        mut events: mpsc::Receiver<zab::Input>,
+        mut durable: watch::Receiver<Zxid>,
+        chunk_slots: Arc<Semaphore>,
+        config: Arc<Config>,
+    ) {
+        // Zab wants a tick at least every tickTime / 2; the state machine's expiry
+        // and reaping are checked on the same beat.
+        let tick_ms = (u64::from(config.tick_time_ms) / 2).clamp(1, 100);
+        let mut tick = tokio::time::interval(Duration::from_millis(tick_ms));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut routes = std::mem::take(&mut self.routes);
+        loop {
+            if !self.execute(&mut routes).await {
+                return;
+            }
+            let snapshotting = self.replica.server().snapshot_in_progress();
+            tokio::select! {
+                msg = rx.recv() => {
+                    let Some(msg) = msg else { return };
+                    handle(self, &mut routes, &config, msg);
+                    for _ in 0..1024 {
+                        match rx.try_recv() {
+                            Ok(msg) => handle(self, &mut routes, &config, msg),
+                            Err(_) => break,
+                        }
+                    }
+                }
+                Some(call) = admin_rx.recv() => call.run(self.replica.server_mut(), &config),
+                input = inbox.recv() => {
+                    let now = now_ms() as u64;
+                    let effects = match input {
+                        zab::Input::Message { from, msg } => self.replica.message(now, from, msg),
+                        zab::Input::Disconnected { peer } => self.replica.disconnected(now, peer),
+                        other => {
+                            tracing::error!(?other, "the peer inbox gave an input it never should");
+                            Vec::new()
+                        }
+                    };
+                    self.pending.extend(effects);
+                }
+                Some(event) = events.recv() => {
+                    if let zab::Input::LogRead { peer, after, txns } = event {
+                        let effects = self.replica.log_read(now_ms() as u64, peer, after, txns);
+                        self.pending.extend(effects);
+                    }
+                }
+                changed = durable.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    let zxid = *durable.borrow_and_update();
+                    let effects = self.replica.durable(now_ms() as u64, zxid);
+                    self.pending.extend(effects);
+                }
+                _ = tick.tick() => {
+                    let effects = self.replica.tick(now_ms() as u64);
+                    self.pending.extend(effects);
+                }
+                slot = chunk_slots.acquire(), if snapshotting => {
+                    if let Ok(slot) = slot {
+                        slot.forget();
+                        let effects = self.replica.snapshot_step(now_ms() as u64);
+                        self.pending.extend(effects);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Executes the pending effects in order; false when the member must stop (the
+    /// storage thread is gone).
+    async fn execute(
+        &mut self,
+        routes: &mut rustc_hash::FxHashMap<u64, mpsc::Sender<Outbound>>,
+    ) -> bool {
+        let mut outbox: Vec<(u64, Outbound)> = Vec::new();
+        // Effects may produce more effects only through the replica's inputs, which
+        // come from the loop; this drains what is queued now.
+        let effects = std::mem::take(&mut self.pending);
+        for effect in effects {
+            match effect {
+                Effect::Client { conn, out } => outbox.push((conn, out)),
+                Effect::Storage(op) => {
+                    if self.storage.send(ZabOp::Server(op)).await.is_err() {
+                        return false;
+                    }
+                }
+                Effect::Halt { reason } => {
+                    tracing::error!(
+                        reason,
+                        "the member's Zab core and state machine disagree; stopping so \
+                         it restarts from its store"
+                    );
+                    std::process::exit(3);
+                }
+                Effect::Zab(action) => {
+                    // Clients are answered in order with the storage writes: what is
+                    // routed so far goes out before a write the core waits for.
+                    if !self.zab_action(action).await {
+                        return false;
+                    }
+                }
+            }
+        }
+        route(routes, outbox);
+        true
+    }
+
+    /// Executes one Zab action; false when the storage thread is gone.
+    async fn zab_action(&mut self, action: Action) -> bool {
+        let (op, wait) = match action {
+            Action::Send { to, msg } => {
+                self.peers.send(to, msg);
+                return true;
+            }
+            Action::CloseConnection { peer } => {
+                self.peers.close(peer);
+                return true;
+            }
+            Action::AppendTxns { txns } => (ZabOp::Append(txns), None),
+            Action::ReadLog {
+                peer,
+                after,
+                upto,
+                snapshot_size_factor,
+            } => (
+                ZabOp::ReadLog {
+                    peer,
+                    after,
+                    upto,
+                    snapshot_size_factor,
+                },
+                None,
+            ),
+            Action::PersistAcceptedEpoch { epoch } => {
+                let (done, wait) = oneshot::channel();
+                (ZabOp::AcceptedEpoch { epoch, done }, Some(wait))
+            }
+            Action::PersistCurrentEpoch { epoch } => {
+                let (done, wait) = oneshot::channel();
+                (ZabOp::CurrentEpoch { epoch, done }, Some(wait))
+            }
+            Action::TruncateLog { after } => {
+                tracing::info!(after = format!("0x{after:x}"), "truncating the txn log (TRUNC)");
+                let (done, wait) = oneshot::channel();
+                (ZabOp::Truncate { after, done }, Some(wait))
+            }
+            Action::InstallSnapshot { zxid, snapshot } => {
+                tracing::info!(
+                    zxid = format!("0x{zxid:x}"),
+                    bytes = snapshot.len(),
+                    "installing the leader's snapshot (SNAP)"
+                );
+                let (done, wait) = oneshot::channel();
+                (
+                    ZabOp::Install {
+                        zxid,
+                        snapshot,
+                        done,
+                    },
+                    Some(wait),
+                )
+            }
+            other => {
+                tracing::error!(?other, "the replica returned an action it answers itself");
+                return true;
+            }
+        };
+        if self.storage.send(op).await.is_err() {
+            return false;
+        }
+        match wait {
+            Some(wait) => wait.await.is_ok(),
+            None => true,
+        }
+    }
+}
