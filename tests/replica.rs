@@ -63,23 +63,39 @@ struct Cluster {
     events: VecDeque<Event>,
     /// Open quorum connections, (learner, leader) or either way.
     conns: HashSet<(Sid, Sid)>,
+    /// How learners were synced: DIFF, TRUNC, SNAP packets sent.
+    syncs: HashMap<&'static str, usize>,
+    /// Whether leaders SNAP every learner (no DIFF from memory or the log).
+    snap_only: bool,
 }
 
 fn key(a: Sid, b: Sid) -> (Sid, Sid) {
     (a.min(b), a.max(b))
 }
 
-fn config(sid: Sid) -> Config {
-    Config::new(sid, QuorumVerifier::new([1, 2, 3], []), ZAB_TICK_MS, 10, 5)
+fn config(sid: Sid, snap_only: bool) -> Config {
+    let mut c = Config::new(sid, QuorumVerifier::new([1, 2, 3], []), ZAB_TICK_MS, 10, 5);
+    if snap_only {
+        // No in-memory window and no log reads: a learner behind gets SNAP.
+        c.commit_log_count = 0;
+        c.snapshot_size_factor = -1.0;
+    }
+    c
 }
 
 impl Cluster {
     fn new() -> Cluster {
+        Cluster::with(false)
+    }
+
+    fn with(snap_only: bool) -> Cluster {
         let mut c = Cluster {
             nodes: Vec::new(),
             now: T0,
             events: VecDeque::new(),
             conns: HashSet::new(),
+            syncs: HashMap::new(),
+            snap_only,
         };
         for _ in 1..=3 {
             c.nodes.push(Node {
@@ -112,11 +128,12 @@ impl Cluster {
     /// Starts (or restarts) `sid` from what its storage holds.
     fn start(&mut self, sid: Sid) {
         let now = self.now;
+        let snap_only = self.snap_only;
         let node = self.node(sid);
         let recovered = node.storage.recover();
         let (_, snapshot) = node.storage.snapshot();
         let (replica, effects) = Replica::new(
-            config(sid),
+            config(sid, snap_only),
             sansio::logged_settings(),
             recovered,
             &snapshot,
@@ -183,6 +200,15 @@ impl Cluster {
     fn execute_action(&mut self, sid: Sid, a: Action) {
         match a {
             Action::Send { to, msg } => {
+                let kind = match msg {
+                    Message::Diff { .. } => Some("diff"),
+                    Message::Trunc { .. } => Some("trunc"),
+                    Message::Snap { .. } => Some("snap"),
+                    _ => None,
+                };
+                if let Some(kind) = kind {
+                    *self.syncs.entry(kind).or_default() += 1;
+                }
                 if msg.channel() == Channel::Election {
                     if self.alive(to) {
                         self.events.push_back(Event::Msg { from: sid, to, msg });
@@ -565,27 +591,46 @@ fn a_session_moves_to_another_member_and_stays_alive() {
 
 /// The leader crashes after a write was acknowledged; the survivors elect a new leader
 /// and both hold the write, new writes work, and the old leader restarts from its
-/// storage, catches up and serves the same tree.
+/// storage, catches up (by DIFF: its log is a prefix of the new leader's) and serves
+/// the same tree.
 #[test]
-fn a_write_survives_the_leaders_crash_and_the_old_leader_catches_up() {
-    let mut c = Cluster::new();
+fn a_write_survives_the_leaders_crash_and_the_old_leader_catches_up_by_diff() {
+    let (c, _) = crash_and_restart_the_leader(false);
+    assert!(c.syncs.get("diff").is_some_and(|&n| n > 0), "{:?}", c.syncs);
+    assert_eq!(c.syncs.get("snap"), None, "{:?}", c.syncs);
+}
+
+/// As above with leaders that SNAP every learner: the old leader installs the new
+/// leader's state (tree and sessions) from the SNAP and serves the same tree.
+#[test]
+fn a_write_survives_the_leaders_crash_and_the_old_leader_catches_up_by_snap() {
+    let (c, old) = crash_and_restart_the_leader(true);
+    assert!(c.syncs.get("snap").is_some_and(|&n| n > 0), "{:?}", c.syncs);
+    let (zxid, _) = c.nodes[old as usize - 1].storage.snapshot();
+    assert_ne!(
+        zxid, 0,
+        "the old leader's storage holds the SNAP it installed"
+    );
+}
+
+/// Runs the scenario; returns the cluster and the old leader.
+fn crash_and_restart_the_leader(snap_only: bool) -> (Cluster, Sid) {
+    let mut c = Cluster::with(snap_only);
     let old = c.settle();
     let (f, _) = others(old);
-    c.connect(f, 1, 10_000);
+    let (session, _) = c.connect(f, 1, 30_000);
     assert!(ok(&c.create(f, 1, 1, "/w", b"before", 0)));
     c.crash(old);
     let new = c.settle();
     assert_ne!(new, old);
-    let (f, _) = {
-        let mut s = (1..=3).filter(|&s| s != new && s != old);
-        (s.next().unwrap(), ())
-    };
+    let f = (1..=3).find(|&s| s != new && s != old).unwrap();
     for sid in [new, f] {
         c.connect(sid, 20, 10_000);
         let (data, _) = c.get(sid, 20, 1, "/w").expect("/w after the crash");
         assert_eq!(&data[..], b"before", "member {sid}");
     }
     assert!(ok(&c.create(f, 20, 2, "/w2", b"after", 0)));
+    c.syncs.clear();
     c.start(old);
     c.settle();
     let mut seen = Vec::new();
@@ -593,10 +638,14 @@ fn a_write_survives_the_leaders_crash_and_the_old_leader_catches_up() {
         c.connect(sid, 30, 10_000);
         let w = c.get(sid, 30, 1, "/w").expect("/w");
         let w2 = c.get(sid, 30, 2, "/w2").expect("/w2");
-        let count = c.replica(sid).server().tree.node_count();
-        seen.push((w, w2, count));
+        let server = c.replica(sid).server();
+        let count = server.tree.node_count();
+        let timeout = server.sessions.get(session).map(|s| s.timeout_ms);
+        seen.push((w, w2, count, timeout));
     }
     assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
+    assert_eq!(seen[0].3, Some(30_000), "the session is on every member");
+    (c, old)
 }
 
 /// A session whose client went away is expired by the leader: its ephemeral is gone on
