@@ -412,19 +412,13 @@ impl Cluster {
         data: &[u8],
         flags: i32,
     ) -> Got {
-        let req = CreateRequest {
-            path: path.into(),
-            data: Some(Bytes::copy_from_slice(data)),
-            acl: vec![Acl {
-                perms: 31,
-                id: Id {
-                    scheme: "world".into(),
-                    id: "anyone".into(),
-                },
-            }],
-            flags,
-        };
-        self.send(sid, conn, xid, op::CREATE, &req);
+        self.send(
+            sid,
+            conn,
+            xid,
+            op::CREATE,
+            &create_request(path, data, flags),
+        );
         self.pump();
         self.reply(sid, conn, xid)
     }
@@ -446,6 +440,22 @@ impl Cluster {
         self.send(sid, conn, xid, op::GET_DATA, &req);
         self.pump();
         decode_get(self.reply(sid, conn, xid))
+    }
+}
+
+/// A create of `path` open to everyone (flags: 0 persistent, 1 ephemeral).
+fn create_request(path: &str, data: &[u8], flags: i32) -> CreateRequest {
+    CreateRequest {
+        path: path.into(),
+        data: Some(Bytes::copy_from_slice(data)),
+        acl: vec![Acl {
+            perms: 31,
+            id: Id {
+                scheme: "world".into(),
+                id: "anyone".into(),
+            },
+        }],
+        flags,
     }
 }
 
@@ -503,19 +513,7 @@ fn a_learners_sync_makes_its_next_read_see_what_the_leader_sequenced() {
     let (f, _) = others(leader);
     c.connect(leader, 1, 10_000);
     c.connect(f, 2, 10_000);
-    let create = CreateRequest {
-        path: "/s".into(),
-        data: Some(Bytes::from_static(b"v")),
-        acl: vec![Acl {
-            perms: 31,
-            id: Id {
-                scheme: "world".into(),
-                id: "anyone".into(),
-            },
-        }],
-        flags: 0,
-    };
-    c.send(leader, 1, 1, op::CREATE, &create);
+    c.send(leader, 1, 1, op::CREATE, &create_request("/s", b"v", 0));
     c.send(f, 2, 1, op::SYNC, &PathRequest { path: "/".into() });
     c.send(
         f,
