@@ -86,7 +86,8 @@ pub struct Replica {
     server: Server,
     /// The leader this member learns from, from `Following` / `Observing` on.
     leader: Option<Sid>,
-    /// Logged txns not yet committed, ascending: applied at their `Commit`.
+    /// Logged txns not yet committed, ascending: applied at their `Commit`. Bounded as
+    /// Zab's own log of txns not known committed is (the payloads are shared `Bytes`).
     uncommitted: VecDeque<Txn>,
     /// The first zxid the server proposed itself in the current role: every later
     /// txn is its own (held prepped), every earlier one is applied from its payload.
