@@ -15,7 +15,9 @@
 //! - [`net`]: tokio listeners and connections, the storage thread; the only layer that
 //!   does I/O, and it only moves bytes.
 //! - [`member`]: one member process wired up (start-up, recovery, the core task that owns
-//!   the state machine), above `net` and `admin`, as ZooKeeper's QuorumPeerMain.
+//!   the state machine), above `net` and `admin`, as ZooKeeper's QuorumPeerMain; and the
+//!   sans-I/O replica that makes one ensemble member of the Zab core and the state
+//!   machine ([`member::replica`]).
 //! - [`storage`]: what lives in dataDir and dataLogDir: the txn log (keel's own segment
 //!   files), snapshots and metadata (RocksDB).
 //! - [`zab`]: the sans-I/O Zab core (election, discovery, sync, broadcast) and the

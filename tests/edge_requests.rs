@@ -86,6 +86,7 @@ fn send(s: &mut Server, conn: u64, xid: i32, opcode: i32, body: &[u8]) {
             xid,
             opcode,
             req,
+            body: Bytes::copy_from_slice(body),
         },
     );
 }

@@ -193,6 +193,7 @@ impl Ensemble {
                 xid,
                 opcode,
                 req,
+                body: Bytes::new(),
             },
         );
     }
@@ -399,6 +400,7 @@ fn only_the_leader_expires_sessions_and_a_learner_reports_its_touches() {
                 xid: -2,
                 opcode: op::PING,
                 req: Request::Ping,
+                body: Bytes::new(),
             },
         );
         e.out(1, 1);

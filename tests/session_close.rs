@@ -129,6 +129,7 @@ impl H {
             xid,
             opcode,
             req,
+            body: Bytes::new(),
         });
     }
 

@@ -65,6 +65,7 @@ impl Harness {
                 xid,
                 opcode,
                 req,
+                body: Bytes::new(),
             },
         );
     }

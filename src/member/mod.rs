@@ -3,10 +3,13 @@
 //! recovers the store ([`recover`]), starts the storage thread, spawns the core task
 //! ([`core`]) that owns the state machine, and then lets the client ports (src/net)
 //! accept connections until shutdown. `net` moves bytes, `admin` renders answers, and
-//! this module is the only one that knows them both.
+//! this module is the only one that knows them both. [`replica`] is an ensemble
+//! member's sans-I/O heart: the Zab core and the state machine glued together, for the
+//! peer runtime (and tests, and the simulation) to drive.
 
 pub mod core;
 pub mod recover;
+pub mod replica;
 
 use crate::admin::core_handle::CoreHandle;
 use crate::config::Config;
@@ -112,6 +115,7 @@ pub async fn run(
         is_four_letter_word: crate::admin::fourlw::is_four_letter_word,
         x509_super_user: config.x509_super_user.clone(),
         busy_poll,
+        ensemble: config.is_distributed(),
     };
     ports.serve(core_tx, params, shutdown).await;
     tracing::info!("shutting down");

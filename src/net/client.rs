@@ -9,7 +9,7 @@ use crate::net::busy_poll::BusyPoll;
 use crate::net::tls;
 use crate::proto::{wire, Request};
 use crate::server::{Input, Outbound};
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use jute::{ConnectRequest, Decoder, Id, Record, RequestHeader};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -314,6 +314,21 @@ fn decode_request(packet: &[u8]) -> std::io::Result<(i32, i32, Request)> {
     Ok((header.xid, header.op_type, req))
 }
 
+/// The request record's bytes of a decoded request packet (after its 8-byte
+/// RequestHeader), for a learner to forward: a zero-copy slice of the frame in an
+/// ensemble, nothing standalone, where a slice held by the core would keep the
+/// connection's read buffer from being reused (an allocation per read).
+fn request_body(packet: BytesMut, ensemble: bool) -> Bytes {
+    if ensemble {
+        packet.freeze().slice(REQUEST_HEADER_BYTES..)
+    } else {
+        Bytes::new()
+    }
+}
+
+/// A RequestHeader's size: xid and type, two ints.
+const REQUEST_HEADER_BYTES: usize = 8;
+
 /// What every connection task gets from the listener.
 #[derive(Clone)]
 pub struct ClientParams {
@@ -329,6 +344,9 @@ pub struct ClientParams {
     pub x509_super_user: Option<String>,
     /// Told of each read, so the CPU stays awake for the reply's next request.
     pub busy_poll: BusyPoll,
+    /// Whether this member is in an ensemble: each request then carries its record's
+    /// bytes for forwarding to the leader (see [`Input::Request`]'s `body`).
+    pub ensemble: bool,
 }
 
 /// One client connection on either port (`S` is the TCP stream or the TLS stream over
@@ -429,6 +447,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
                         xid,
                         opcode,
                         req,
+                        body: request_body(packet, params.ensemble),
                     },
                     Err(e) => {
                         malformed = Some(e);

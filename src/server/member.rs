@@ -46,6 +46,7 @@ use crate::proto::Request;
 use crate::server::txn::{Txn, TxnOp};
 use crate::session::SessionTracker;
 use crate::watch::ConnId;
+use bytes::Bytes;
 use jute::Id;
 use jute::PathRequest;
 
@@ -83,6 +84,11 @@ pub struct Forwarded {
     pub opcode: i32,
     /// The decoded request.
     pub req: Request,
+    /// The request record's bytes as the client sent them (REQUEST's data after
+    /// sessionId, cxid and type), for the leader to decode itself; for the
+    /// createSession of a new session, its timeout as a 4-byte int, as ZooKeeper's
+    /// learner forwards it (ZooKeeperServer.createSession).
+    pub body: Bytes,
     /// The connection's identities (`ip:`, auth packets, TLS), which the leader checks
     /// ACLs against.
     pub ids: Vec<Id>,
@@ -231,6 +237,7 @@ impl Server {
             cxid: 0,
             opcode: crate::proto::opcode::CREATE_SESSION,
             req: Request::CreateSession { timeout_ms },
+            body: Bytes::copy_from_slice(&timeout_ms.to_be_bytes()),
             ids,
         });
     }
@@ -244,6 +251,7 @@ impl Server {
         xid: i32,
         opcode: i32,
         req: Request,
+        body: Bytes,
     ) {
         self.touched.insert(session_id);
         let origin = match &req {
@@ -269,6 +277,7 @@ impl Server {
             cxid: xid,
             opcode,
             req,
+            body,
             ids,
         });
     }
@@ -472,6 +481,7 @@ impl Server {
         session_id: i64,
         xid: i32,
         req: &PathRequest,
+        body: &Bytes,
     ) -> bool {
         match self.role {
             Role::Learner => {
@@ -486,6 +496,7 @@ impl Server {
                     cxid: xid,
                     opcode: op::SYNC,
                     req: Request::Sync(req.clone()),
+                    body: body.clone(),
                     ids,
                 });
                 true

@@ -53,12 +53,18 @@ pub enum Input {
     Authenticated { conn: ConnId, ids: Vec<Id> },
     /// The connection's first packet.
     Handshake { conn: ConnId, req: ConnectRequest },
-    /// A request after the handshake.
+    /// A request after the handshake. `body` is the request record's bytes as the
+    /// client sent them (after the RequestHeader), which a learner forwards to the
+    /// leader unchanged (ZooKeeper's REQUEST packet carries them, and a malformed
+    /// record must reach the leader's prep as it came). Only an ensemble member needs
+    /// it: net fills it with a slice of the frame then, and `Bytes::new()` standalone
+    /// (a slice the core holds keeps the connection's read buffer from being reused).
     Request {
         conn: ConnId,
         xid: i32,
         opcode: i32,
         req: Request,
+        body: Bytes,
     },
     /// The connection is gone (closed by the client, an error, or a Close we asked for).
     Disconnected { conn: ConnId },
@@ -416,7 +422,8 @@ impl Server {
                 xid,
                 opcode,
                 req,
-            } => self.request(conn, xid, opcode, req),
+                body,
+            } => self.request(conn, xid, opcode, req, body),
             Input::Disconnected { conn } => {
                 if let Some(c) = self.conns.remove(&conn) {
                     if self.session_conn.get(&c.session_id) == Some(&conn) {
@@ -578,7 +585,7 @@ impl Server {
         self.send(conn, packet);
     }
 
-    fn request(&mut self, conn: ConnId, xid: i32, opcode: i32, req: Request) {
+    fn request(&mut self, conn: ConnId, xid: i32, opcode: i32, req: Request, body: Bytes) {
         self.stats.packets_received += 1;
         let now = self.now_ms;
         let Some(c) = self.conns.get_mut(&conn) else {
@@ -629,12 +636,12 @@ impl Server {
             self.touched.insert(session_id);
         }
         if let Request::Sync(r) = &req {
-            if self.sync(conn, session_id, xid, r) {
+            if self.sync(conn, session_id, xid, r, &body) {
                 return;
             }
         }
         if req.is_write() && self.role == Role::Learner {
-            self.forward(conn, session_id, xid, opcode, req);
+            self.forward(conn, session_id, xid, opcode, req, body);
         } else if req.is_write() {
             self.write(conn, session_id, xid, req);
         } else if waiting {

@@ -36,6 +36,50 @@ pub fn encode_snapshot_header(zxid: i64, sessions: &SessionTracker) -> Vec<u8> {
     b
 }
 
+/// A session as a snapshot header holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotSession {
+    /// The session id.
+    pub id: i64,
+    /// Its negotiated timeout, ms.
+    pub timeout_ms: i32,
+    /// Its password.
+    pub passwd: [u8; 16],
+}
+
+/// Reads chunk 0 of a snapshot ([`encode_snapshot_header`]): its zxid and sessions.
+///
+/// Errors: what is wrong (not keel's magic or version, a truncated record).
+pub fn decode_snapshot_header(chunk: &[u8]) -> Result<(i64, Vec<SnapshotSession>), String> {
+    let mut d = Decoder::new(chunk);
+    let bad = |e: jute::JuteError| e.to_string();
+    let mut magic = [0u8; 8];
+    for m in magic.iter_mut() {
+        *m = d.bool_byte().map_err(bad)?;
+    }
+    let version = d.int().map_err(bad)? as u32;
+    if &magic != MAGIC || version != SNAPSHOT_VERSION {
+        return Err("not a keel snapshot of a known version".into());
+    }
+    let zxid = d.long().map_err(bad)?;
+    let count = d.int().map_err(bad)?;
+    let mut sessions = Vec::with_capacity(count.clamp(0, 1 << 16) as usize);
+    for _ in 0..count {
+        let id = d.long().map_err(bad)?;
+        let timeout_ms = d.int().map_err(bad)?;
+        let mut passwd = [0u8; 16];
+        for p in passwd.iter_mut() {
+            *p = d.bool_byte().map_err(bad)?;
+        }
+        sessions.push(SnapshotSession {
+            id,
+            timeout_ms,
+            passwd,
+        });
+    }
+    Ok((zxid, sessions))
+}
+
 fn corrupt(db: &Path, position: String, what: impl ToString) -> StorageError {
     StorageError::Corrupt {
         path: db.to_path_buf(),
@@ -79,33 +123,13 @@ impl Server {
                 .chunks
                 .first()
                 .ok_or_else(|| corrupt(db, pos(0), "no header chunk"))?;
-            let mut d = Decoder::new(header);
-            let bad = |e: jute::JuteError| corrupt(db, pos(0), e);
-            let mut magic = [0u8; 8];
-            for m in magic.iter_mut() {
-                *m = d.bool_byte().map_err(bad)?;
-            }
-            let version = d.int().map_err(bad)? as u32;
-            if &magic != MAGIC || version != SNAPSHOT_VERSION {
-                return Err(corrupt(
-                    db,
-                    pos(0),
-                    "not a keel snapshot of a known version",
-                ));
-            }
-            let zxid = d.long().map_err(bad)?;
+            let (zxid, sessions) =
+                decode_snapshot_header(header).map_err(|e| corrupt(db, pos(0), e))?;
             if zxid != snap.zxid {
                 return Err(corrupt(db, pos(0), "header zxid disagrees with the key"));
             }
-            let count = d.int().map_err(bad)?;
-            for _ in 0..count {
-                let id = d.long().map_err(bad)?;
-                let timeout_ms = d.int().map_err(bad)?;
-                let mut passwd = [0u8; 16];
-                for p in passwd.iter_mut() {
-                    *p = d.bool_byte().map_err(bad)?;
-                }
-                server.sessions.add(id, timeout_ms, passwd, now_ms);
+            for s in sessions {
+                server.sessions.add(s.id, s.timeout_ms, s.passwd, now_ms);
             }
             let mut tree = DataTree::empty();
             let mut acls = HashMap::new();
@@ -154,6 +178,26 @@ impl Server {
         stats.znodes = server.tree.node_count();
         stats.sessions = server.sessions.len();
         Ok((server, stats))
+    }
+
+    /// Replaces the applied state with a snapshot's (an ensemble member's SNAP): the
+    /// tree, the sessions (each with a full timeout from now, as after a restart) and
+    /// the applied zxid. Call while not serving (syncing): no client is attached, so
+    /// nothing waits on the state replaced.
+    pub fn restore(&mut self, zxid: i64, tree: DataTree, sessions: &[SnapshotSession]) {
+        let old: Vec<i64> = self.sessions.iter().map(|s| s.id).collect();
+        for id in old {
+            self.sessions.remove(id);
+        }
+        for s in sessions {
+            self.sessions.add(s.id, s.timeout_ms, s.passwd, self.now_ms);
+        }
+        self.tree = tree;
+        self.last_zxid = zxid;
+        self.proposed_zxid = zxid;
+        self.pending.clear();
+        self.outstanding.clear();
+        self.outstanding_paths.clear();
     }
 
     /// Removes every ephemeral whose owner session is not in the session table, as

@@ -604,6 +604,7 @@ mod tests {
             xid,
             opcode,
             req,
+            body: bytes::Bytes::new(),
         };
         s.handle(t0 + 10, input(1, op::CREATE, create("/app/x", b"hello")));
         s.handle(t0 + 20, input(2, op::GET_DATA, get("/app")));
@@ -644,6 +645,7 @@ mod tests {
             xid,
             opcode,
             req,
+            body: bytes::Bytes::new(),
         };
         s.handle(t0, input(1, op::CREATE, create("/app", b"12345")));
         s.handle(t0, Input::Durable { zxid: 2 });

@@ -1,0 +1,615 @@
+//! One ensemble member, sans-I/O: the Zab core ([`Peer`]) and the state machine
+//! ([`Server`]) glued together in both directions, as ZooKeeper's QuorumPeer joins its
+//! Leader/Follower to its ZooKeeperServer. A [`Replica`] opens no socket, reads no
+//! clock and calls no storage: the runtime (or a test, or the simulation) feeds it one
+//! input per step function with the time as a value and executes the [`Effect`]s it
+//! returns, in order.
+//!
+//! Zab -> server:
+//! - `RoleChanged` becomes the server's [`Role`]: electing, leading before the epoch is
+//!   established, and learning before UPTODATE are `NotServing`; an established
+//!   epoch is `Leader`, UPTODATE is `Learner`.
+//! - `Commit { upto }` applies every logged txn up to `upto`: on the leader its own
+//!   proposals as [`server::Input::Durable`] (the server holds them prepped), every
+//!   other txn (old epochs committed at sync, everything on a learner) as
+//!   [`server::Input::Apply`], decoded from ZooKeeper's TxnHeader + record by
+//!   [`crate::zab::wire::txn`]. The replica keeps the payloads of txns appended and not
+//!   yet committed (those of the recovered log too) for that.
+//! - `Deliver` becomes `Remote` (a REQUEST, its record decoded here by opcode as the
+//!   client port decodes it), `Revalidate`, `Touched` (a PING's sessions),
+//!   `RevalidateReply` or `SyncReply`.
+//! - `SendSnapshot` takes the applied state and sends SNAP; `InstallSnapshot` replaces
+//!   the applied state and is also returned, for storage.
+//! - Every other action is returned as [`Effect::Zab`], in order.
+//!
+//! Server -> Zab:
+//! - `StorageOp::Append` is proposed ([`zab::Input::Propose`]); the zxid Zab gives it
+//!   must be the one the server gave it (see [`Effect::Halt`]).
+//! - Forwards, revalidations, revalidation answers and SYNC answers become REQUEST,
+//!   REVALIDATE and SYNC packets, sent after the whole batch of actions of the step, so
+//!   a SYNC goes behind the COMMITs of the same step.
+//! - The sessions a learner's clients touched fill its PING echo.
+//! - Client packets are [`Effect::Client`]; the server's local snapshot operations are
+//!   [`Effect::Storage`].
+
+use std::collections::{HashMap, VecDeque};
+
+use bytes::{Bytes, BytesMut};
+
+use crate::proto::wire::decode_request;
+use crate::server::recovery::{decode_snapshot_header, encode_snapshot_header, SnapshotSession};
+use crate::server::{
+    self, Forwarded, Outbound, Revalidate, RevalidateReply, Role, Server, Settings, StorageOp,
+};
+use crate::storage::zab::{decode_snapshot, encode_snapshot};
+use crate::tree::{snapshot as tree_snapshot, DataTree};
+use crate::watch::ConnId;
+use crate::zab::message::Message;
+use crate::zab::wire::txn::{decode_keel, encode_keel};
+use crate::zab::{self, Action, Peer, Recovered, RoleChange, Sid, Txn, Zxid};
+
+/// What the runtime must do, in the order returned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// A Zab action, executed as for a bare [`Peer`] (see [`crate::zab`]'s ordering
+    /// rules): `Send`, `CloseConnection`, `AppendTxns`, `PersistAcceptedEpoch`,
+    /// `PersistCurrentEpoch`, `TruncateLog`, `InstallSnapshot` (the state machine has
+    /// already taken it; storage must too) and `ReadLog`. The replica answers
+    /// `SendSnapshot`, `Commit`, `Deliver`, `RoleChanged`, `Proposed` and
+    /// `ProposeRefused` itself, so they never appear here.
+    Zab(Action),
+    /// Write this to client connection `conn`, as for a standalone server.
+    Client {
+        /// The connection.
+        conn: ConnId,
+        /// What to write (or close).
+        out: Outbound,
+    },
+    /// The server's own periodic snapshot: `SnapshotChunk` and `SnapshotDone` (never
+    /// `Append`: txns go to the txn log through Zab's `AppendTxns`).
+    Storage(StorageOp),
+    /// The replica found its two halves disagreeing (Zab gave a proposal another zxid
+    /// than the server did, a committed txn or a snapshot does not decode, a snapshot
+    /// to send is not of the committed state). Applying on would diverge from the
+    /// ensemble, so it takes no more input: the runtime must stop this member and
+    /// restart it from storage, as ZooKeeper exits on such errors. A debug build
+    /// panics where the cause is keel's own bug.
+    Halt {
+        /// What disagreed.
+        reason: String,
+    },
+}
+
+/// One ensemble member: the Zab core and the state machine, glued.
+pub struct Replica {
+    peer: Peer,
+    server: Server,
+    /// The leader this member learns from, from `Following` / `Observing` on.
+    leader: Option<Sid>,
+    /// Logged txns not yet committed, ascending: applied at their `Commit`. Bounded as
+    /// Zab's own log of txns not known committed is (the payloads are shared `Bytes`).
+    uncommitted: VecDeque<Txn>,
+    /// The first zxid the server proposed itself in the current role: every later
+    /// txn is its own (held prepped), every earlier one is applied from its payload.
+    own_from: Option<Zxid>,
+    halted: Option<String>,
+    effects: Vec<Effect>,
+}
+
+/// The applied state as a snapshot holds it.
+struct State {
+    zxid: Zxid,
+    tree: DataTree,
+    sessions: Vec<SnapshotSession>,
+}
+
+/// Snapshot chunk size for SNAP, bytes (keel's own form, see [`encode_state`]).
+const SNAP_CHUNK_BYTES: usize = 1 << 20;
+
+impl Replica {
+    /// A member starting at `now_ms` from what its storage recovered: `recovered` (Zab's
+    /// epochs and log, [`zab::storage::ZabStorage::recover`]) and `snapshot`, the bytes
+    /// of the snapshot at `recovered.snapshot_zxid` (ignored when that is 0). The state
+    /// machine starts from the snapshot alone: the logged txns after it are applied
+    /// once a leader commits them. `settings.durable` is forced on (a txn applies at
+    /// its commit); `seed` is the server's randomness. The returned effects (the first
+    /// notifications) must be executed.
+    ///
+    /// Errors: a sid above 255 (ZooKeeper puts it in a session id's high byte), or a
+    /// snapshot that does not decode or is not at `recovered.snapshot_zxid`.
+    pub fn new(
+        config: zab::Config,
+        mut settings: Settings,
+        recovered: Recovered,
+        snapshot: &[u8],
+        now_ms: u64,
+        seed: u64,
+    ) -> Result<(Replica, Vec<Effect>), String> {
+        let sid = u8::try_from(config.my_sid)
+            .map_err(|_| format!("server id {} is above 255", config.my_sid))?;
+        settings.durable = true;
+        let mut server = Server::new(settings, 0, now_ms as i64, seed);
+        server.set_server_id(sid);
+        server.handle(now_ms as i64, server::Input::Role(Role::NotServing));
+        if recovered.snapshot_zxid != 0 {
+            let state = decode_state(snapshot)?;
+            if state.zxid != recovered.snapshot_zxid {
+                return Err(format!(
+                    "snapshot holds zxid {:#x}, storage says {:#x}",
+                    state.zxid, recovered.snapshot_zxid
+                ));
+            }
+            server.restore(state.zxid as i64, state.tree, &state.sessions);
+        }
+        let uncommitted = recovered.log.iter().cloned().collect();
+        let (peer, actions) = Peer::new(config, recovered, now_ms);
+        let mut replica = Replica {
+            peer,
+            server,
+            leader: None,
+            uncommitted,
+            own_from: None,
+            halted: None,
+            effects: Vec::new(),
+        };
+        replica.run(now_ms, actions);
+        let effects = replica.take();
+        Ok((replica, effects))
+    }
+
+    /// A client connection's input: `Connected`, `OldClient`, `Authenticated`,
+    /// `Handshake`, `Request` (with its record's bytes: see
+    /// [`server::Input::Request`]) or `Disconnected`. The ensemble's inputs (role,
+    /// commits, forwarded requests) come from Zab only; one given here is a bug of
+    /// the caller and is dropped (a debug build panics).
+    pub fn client(&mut self, now_ms: u64, input: server::Input) -> Vec<Effect> {
+        let from_client = matches!(
+            input,
+            server::Input::Connected { .. }
+                | server::Input::OldClient { .. }
+                | server::Input::Authenticated { .. }
+                | server::Input::Handshake { .. }
+                | server::Input::Request { .. }
+                | server::Input::Disconnected { .. }
+        );
+        debug_assert!(from_client, "not a client input: {input:?}");
+        if from_client && self.halted.is_none() {
+            self.server.handle(now_ms as i64, input);
+            self.drain_server(now_ms);
+        }
+        self.take()
+    }
+
+    /// Time passed: Zab's timers (feed at least every tickTime / 2) and the server's
+    /// (session expiry, container reaping: on the leader only).
+    pub fn tick(&mut self, now_ms: u64) -> Vec<Effect> {
+        self.zab(now_ms, zab::Input::Tick);
+        if self.halted.is_none() {
+            self.server.handle(now_ms as i64, server::Input::Tick);
+            self.drain_server(now_ms);
+        }
+        self.take()
+    }
+
+    /// A message from peer `from` (election or quorum port).
+    pub fn message(&mut self, now_ms: u64, from: Sid, msg: Message) -> Vec<Effect> {
+        self.zab(now_ms, zab::Input::Message { from, msg });
+        self.take()
+    }
+
+    /// The quorum connection to `peer` broke or a connect to it failed.
+    pub fn disconnected(&mut self, now_ms: u64, peer: Sid) -> Vec<Effect> {
+        self.zab(now_ms, zab::Input::Disconnected { peer });
+        self.take()
+    }
+
+    /// Every txn appended so far up to `zxid` is synced in the txn log.
+    pub fn durable(&mut self, now_ms: u64, zxid: Zxid) -> Vec<Effect> {
+        self.zab(now_ms, zab::Input::Durable { zxid });
+        self.take()
+    }
+
+    /// The answer to a `ReadLog` effect (see [`zab::Input::LogRead`]).
+    pub fn log_read(
+        &mut self,
+        now_ms: u64,
+        peer: Sid,
+        after: Zxid,
+        txns: Option<Vec<Txn>>,
+    ) -> Vec<Effect> {
+        self.zab(now_ms, zab::Input::LogRead { peer, after, txns });
+        self.take()
+    }
+
+    /// Writes the next chunk of the server's periodic snapshot, if one is under way
+    /// ([`Server::snapshot_step`]; call when idle).
+    pub fn snapshot_step(&mut self, now_ms: u64) -> Vec<Effect> {
+        if self.halted.is_none() {
+            self.server.snapshot_step();
+            self.drain_server(now_ms);
+        }
+        self.take()
+    }
+
+    /// The state machine, for reads (admin, tests).
+    pub fn server(&self) -> &Server {
+        &self.server
+    }
+
+    /// The Zab core, for reads (role, zxids, epochs).
+    pub fn peer(&self) -> &Peer {
+        &self.peer
+    }
+
+    /// Why the replica halted, if it did (see [`Effect::Halt`]).
+    pub fn halted(&self) -> Option<&str> {
+        self.halted.as_deref()
+    }
+
+    fn take(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.effects)
+    }
+
+    fn halt(&mut self, reason: String) {
+        if self.halted.is_some() {
+            return;
+        }
+        tracing::error!(%reason, "replica halted: its Zab core and state machine disagree");
+        self.halted = Some(reason.clone());
+        self.effects.push(Effect::Halt { reason });
+    }
+
+    /// One Zab step, its actions, then what the server queued meanwhile.
+    fn zab(&mut self, now_ms: u64, input: zab::Input) {
+        if self.halted.is_some() {
+            return;
+        }
+        let actions = self.peer.step(now_ms, input);
+        self.run(now_ms, actions);
+        self.drain_server(now_ms);
+    }
+
+    fn run(&mut self, now_ms: u64, actions: Vec<Action>) {
+        for a in actions {
+            if self.halted.is_some() {
+                return;
+            }
+            self.on_action(now_ms, a);
+        }
+    }
+
+    fn on_action(&mut self, now_ms: u64, action: Action) {
+        let now = now_ms as i64;
+        match action {
+            Action::RoleChanged(change) => {
+                let role = match change {
+                    RoleChange::Looking
+                    | RoleChange::Leading
+                    | RoleChange::Following { .. }
+                    | RoleChange::Observing { .. } => Role::NotServing,
+                    RoleChange::LeaderEstablished { epoch } => Role::Leader { epoch },
+                    RoleChange::LearnerServing { .. } => Role::Learner,
+                };
+                self.leader = match change {
+                    RoleChange::Following { leader }
+                    | RoleChange::Observing { leader }
+                    | RoleChange::LearnerServing { leader, .. } => Some(leader),
+                    _ => None,
+                };
+                self.own_from = None;
+                self.server.handle(now, server::Input::Role(role));
+            }
+            Action::Commit { upto } => self.commit(now, upto),
+            Action::Deliver { from, msg } => self.deliver(now, from, msg),
+            Action::SendSnapshot { to, zxid } => {
+                let applied = self.server.last_zxid as Zxid;
+                if applied != zxid {
+                    debug_assert_eq!(applied, zxid, "SNAP of a state not applied");
+                    return self.halt(format!(
+                        "asked to send a snapshot at {zxid:#x} with {applied:#x} applied"
+                    ));
+                }
+                let snapshot = encode_state(&self.server);
+                self.effects.push(Effect::Zab(Action::Send {
+                    to,
+                    msg: Message::Snap { zxid, snapshot },
+                }));
+            }
+            Action::InstallSnapshot { zxid, snapshot } => {
+                let state = match decode_state(&snapshot) {
+                    Ok(s) if s.zxid == zxid => s,
+                    Ok(s) => {
+                        return self
+                            .halt(format!("SNAP at {zxid:#x} holds a state at {:#x}", s.zxid))
+                    }
+                    Err(e) => return self.halt(format!("SNAP at {zxid:#x}: {e}")),
+                };
+                self.server
+                    .restore(state.zxid as i64, state.tree, &state.sessions);
+                self.uncommitted.clear();
+                self.effects
+                    .push(Effect::Zab(Action::InstallSnapshot { zxid, snapshot }));
+            }
+            Action::AppendTxns { txns } => {
+                self.uncommitted.extend(txns.iter().cloned());
+                self.effects.push(Effect::Zab(Action::AppendTxns { txns }));
+            }
+            Action::TruncateLog { after } => {
+                while self.uncommitted.back().is_some_and(|t| t.zxid > after) {
+                    self.uncommitted.pop_back();
+                }
+                self.effects
+                    .push(Effect::Zab(Action::TruncateLog { after }));
+            }
+            Action::Send {
+                to,
+                msg: Message::Ping { zxid, touched },
+            } if self.leader == Some(to) && touched.is_empty() => {
+                // A learner's echo carries the sessions its clients touched, with their
+                // timeouts (LearnerSessionTracker.snapshot).
+                let touched = self
+                    .server
+                    .drain_touched()
+                    .into_iter()
+                    .map(|id| {
+                        let timeout = self.server.sessions.get(id).map_or(0, |s| s.timeout_ms);
+                        (id, timeout)
+                    })
+                    .collect();
+                self.effects.push(Effect::Zab(Action::Send {
+                    to,
+                    msg: Message::Ping { zxid, touched },
+                }));
+            }
+            // Answers to `Propose`, taken by `propose`.
+            Action::Proposed { .. } | Action::ProposeRefused => {}
+            other => self.effects.push(Effect::Zab(other)),
+        }
+    }
+
+    /// Zab committed every logged txn up to `upto`: apply them in zxid order.
+    fn commit(&mut self, now: i64, upto: Zxid) {
+        let mut own = false;
+        while self.uncommitted.front().is_some_and(|t| t.zxid <= upto) {
+            let Some(t) = self.uncommitted.pop_front() else {
+                break;
+            };
+            if self.own_from.is_some_and(|first| t.zxid >= first) {
+                // The server holds it prepped, with whoever waits for it.
+                own = true;
+                continue;
+            }
+            let txn = match decode_keel(&t.data) {
+                Ok(txn) if txn.zxid as Zxid == t.zxid => txn,
+                Ok(txn) => {
+                    return self.halt(format!(
+                        "committed txn {:#x} says it is {:#x}",
+                        t.zxid, txn.zxid
+                    ))
+                }
+                Err(e) => {
+                    return self.halt(format!("committed txn {:#x} does not decode: {e}", t.zxid))
+                }
+            };
+            self.server.handle(now, server::Input::Apply(txn));
+        }
+        if own {
+            self.server
+                .handle(now, server::Input::Durable { zxid: upto as i64 });
+        }
+    }
+
+    fn deliver(&mut self, now: i64, from: Sid, msg: Message) {
+        let input = match msg {
+            Message::Request {
+                session_id,
+                cxid,
+                opcode,
+                body,
+                auth,
+            } => match decode_request(opcode, &body) {
+                Ok(req) => server::Input::Remote {
+                    from,
+                    fwd: Forwarded {
+                        session_id,
+                        cxid,
+                        opcode,
+                        req,
+                        body,
+                        ids: auth,
+                    },
+                },
+                Err(e) => {
+                    // Only auth and sasl records fail to decode, and a learner forwards
+                    // neither.
+                    tracing::warn!(from, opcode, error = %e, "forwarded request dropped");
+                    return;
+                }
+            },
+            Message::Revalidate {
+                session_id,
+                timeout_ms,
+            } => server::Input::Revalidate {
+                from,
+                req: Revalidate {
+                    session_id,
+                    timeout_ms,
+                },
+            },
+            Message::Ping { touched, .. } => server::Input::Touched {
+                sessions: touched.into_iter().map(|(id, _)| id).collect(),
+            },
+            Message::RevalidateReply { session_id, valid } => {
+                server::Input::RevalidateReply(RevalidateReply { session_id, valid })
+            }
+            Message::Sync => server::Input::SyncReply,
+            other => {
+                tracing::warn!(from, msg = ?other, "Zab delivered a message no state machine takes");
+                return;
+            }
+        };
+        self.server.handle(now, input);
+    }
+
+    /// Routes what the server queued until it queues nothing more: its proposals to
+    /// Zab (whose actions may feed it again), everything else out.
+    fn drain_server(&mut self, now_ms: u64) {
+        loop {
+            if self.halted.is_some() {
+                return;
+            }
+            let ops = self.server.drain_storage();
+            let proposed = !ops.is_empty();
+            for op in ops {
+                match op {
+                    StorageOp::Append(txn) => self.propose(now_ms, txn),
+                    other => self.effects.push(Effect::Storage(other)),
+                }
+                if self.halted.is_some() {
+                    return;
+                }
+            }
+            for (conn, out) in self.server.drain_outbox() {
+                self.effects.push(Effect::Client { conn, out });
+            }
+            self.route_member_messages();
+            if !proposed {
+                return;
+            }
+        }
+    }
+
+    /// The learner's forwards and revalidations to its leader, the leader's answers to
+    /// its learners.
+    fn route_member_messages(&mut self) {
+        let forwards = self.server.drain_forwards();
+        let revalidations = self.server.drain_revalidations();
+        if let Some(leader) = self.leader {
+            for f in forwards {
+                self.send(
+                    leader,
+                    Message::Request {
+                        session_id: f.session_id,
+                        cxid: f.cxid,
+                        opcode: f.opcode,
+                        body: f.body,
+                        auth: f.ids,
+                    },
+                );
+            }
+            for r in revalidations {
+                self.send(
+                    leader,
+                    Message::Revalidate {
+                        session_id: r.session_id,
+                        timeout_ms: r.timeout_ms,
+                    },
+                );
+            }
+        }
+        for (to, r) in self.server.drain_revalidate_replies() {
+            self.send(
+                to,
+                Message::RevalidateReply {
+                    session_id: r.session_id,
+                    valid: r.valid,
+                },
+            );
+        }
+        for to in self.server.drain_sync_replies() {
+            self.send(to, Message::Sync);
+        }
+    }
+
+    fn send(&mut self, to: Sid, msg: Message) {
+        self.effects.push(Effect::Zab(Action::Send { to, msg }));
+    }
+
+    /// Proposes a txn the server prepped, checking Zab gives it the server's zxid.
+    fn propose(&mut self, now_ms: u64, txn: server::txn::Txn) {
+        let data = match encode_keel(&txn) {
+            Ok(d) => d,
+            Err(e) => {
+                debug_assert!(false, "txn {:#x} has no ZooKeeper form: {e}", txn.zxid);
+                return self.halt(format!("txn {:#x} has no ZooKeeper form: {e}", txn.zxid));
+            }
+        };
+        let actions = self.peer.step(now_ms, zab::Input::Propose { txn: data });
+        let mut refused = false;
+        for a in actions {
+            if self.halted.is_some() {
+                return;
+            }
+            match a {
+                Action::Proposed { zxid } if zxid == txn.zxid as Zxid => {
+                    self.own_from.get_or_insert(zxid);
+                }
+                Action::Proposed { zxid } => {
+                    debug_assert_eq!(zxid, txn.zxid as Zxid, "Zab and the server disagree");
+                    return self.halt(format!(
+                        "Zab proposed the server's txn {:#x} as {zxid:#x}",
+                        txn.zxid
+                    ));
+                }
+                Action::ProposeRefused => refused = true,
+                other => self.on_action(now_ms, other),
+            }
+        }
+        if refused {
+            // Zab will not sequence it (its epoch's counter is used up: ZooKeeper then
+            // forces a new election). Answer as ZooKeeper does when it stops serving:
+            // the clients' connections close, the proposals held are forgotten, and
+            // the clients reconnect to a member that serves.
+            tracing::warn!(
+                zxid = format!("{:#x}", txn.zxid),
+                "Zab refused a proposal; not serving"
+            );
+            self.own_from = None;
+            self.server
+                .handle(now_ms as i64, server::Input::Role(Role::NotServing));
+        }
+    }
+}
+
+/// The applied state as SNAP bytes: for now keel's own snapshot form (the server's
+/// snapshot chunks framed by [`encode_snapshot`], what storage installs and recovery
+/// reads). ZooKeeper's SNAP stream (its DataTree serialization) replaces it here.
+fn encode_state(server: &Server) -> Bytes {
+    let mut chunks = vec![encode_snapshot_header(server.last_zxid, &server.sessions)];
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut buf = BytesMut::with_capacity(SNAP_CHUNK_BYTES);
+        let next = tree_snapshot::encode_nodes(
+            &server.tree,
+            cursor.as_deref(),
+            SNAP_CHUNK_BYTES,
+            &mut buf,
+        );
+        chunks.push(buf.to_vec());
+        match next {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    encode_snapshot(&chunks)
+}
+
+/// SNAP bytes as a state, the inverse of [`encode_state`]; ZooKeeper's SNAP stream
+/// replaces it here.
+fn decode_state(bytes: &[u8]) -> Result<State, String> {
+    let chunks = decode_snapshot(bytes)?;
+    let (header, nodes) = chunks.split_first().ok_or("snapshot has no header chunk")?;
+    let (zxid, sessions) = decode_snapshot_header(header)?;
+    let mut tree = DataTree::empty();
+    let mut acls = HashMap::new();
+    for (i, chunk) in nodes.iter().enumerate() {
+        tree_snapshot::decode_nodes(&mut tree, chunk, &mut acls)
+            .map_err(|e| format!("snapshot chunk {}: {e}", i + 1))?;
+    }
+    tree.finish_loading();
+    Ok(State {
+        zxid: zxid as Zxid,
+        tree,
+        sessions,
+    })
+}

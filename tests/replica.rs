@@ -1,0 +1,675 @@
+//! Three [`Replica`]s (the Zab core and the state machine glued into ensemble members),
+//! sans-I/O and deterministic: an in-test FIFO bus carries their messages, in-memory
+//! storage executes their storage effects, and clients are server inputs. What it
+//! shows, end to end through Zab: a follower's client's write is on every member with
+//! the same Stat; a learner's sync makes its client's next read see what the leader
+//! had sequenced; a session created on a follower moves to another member
+//! (REVALIDATE) and stays alive through that member's PING echoes; a write
+//! acknowledged before the leader crashed survives the re-election, and the old
+//! leader restarts from its storage and catches up; a session the leader expires loses
+//! its ephemerals on every member.
+
+use bytes::{Bytes, BytesMut};
+use jute::*;
+use keel::member::replica::{Effect, Replica};
+use keel::proto::opcode as op;
+use keel::proto::wire::decode_request;
+use keel::server::{Input, Role};
+use keel::zab::message::{Channel, Message};
+use keel::zab::quorum::QuorumVerifier;
+use keel::zab::storage::{read_for_diff, MemStorage, ZabStorage};
+use keel::zab::{Action, Config, Sid, Txn, Zxid};
+use std::collections::{HashMap, HashSet, VecDeque};
+
+#[path = "support/sansio.rs"]
+mod sansio;
+use sansio::{connected, decode, new_session, Got};
+
+const T0: u64 = 1_700_000_000_000;
+/// Zab's tickTime, ms (the server's session buckets use sansio's 2 s).
+const ZAB_TICK_MS: u64 = 100;
+/// How far time moves per step of [`Cluster::advance`], ms.
+const STEP_MS: u64 = 50;
+
+enum Event {
+    Msg {
+        from: Sid,
+        to: Sid,
+        msg: Message,
+    },
+    Disconnected {
+        sid: Sid,
+        peer: Sid,
+    },
+    LogRead {
+        sid: Sid,
+        peer: Sid,
+        after: Zxid,
+        txns: Option<Vec<Txn>>,
+    },
+}
+
+struct Node {
+    replica: Option<Replica>,
+    storage: MemStorage,
+    /// What each client connection received, decoded.
+    got: HashMap<u64, Vec<Got>>,
+}
+
+/// Members 1..=3 and the bus between them.
+struct Cluster {
+    nodes: Vec<Node>,
+    now: u64,
+    events: VecDeque<Event>,
+    /// Open quorum connections, (learner, leader) or either way.
+    conns: HashSet<(Sid, Sid)>,
+    /// How learners were synced: DIFF, TRUNC, SNAP packets sent.
+    syncs: HashMap<&'static str, usize>,
+    /// Whether leaders SNAP every learner (no DIFF from memory or the log).
+    snap_only: bool,
+}
+
+fn key(a: Sid, b: Sid) -> (Sid, Sid) {
+    (a.min(b), a.max(b))
+}
+
+fn config(sid: Sid, snap_only: bool) -> Config {
+    let mut c = Config::new(sid, QuorumVerifier::new([1, 2, 3], []), ZAB_TICK_MS, 10, 5);
+    if snap_only {
+        // No in-memory window and no log reads: a learner behind gets SNAP.
+        c.commit_log_count = 0;
+        c.snapshot_size_factor = -1.0;
+    }
+    c
+}
+
+impl Cluster {
+    fn new() -> Cluster {
+        Cluster::with(false)
+    }
+
+    fn with(snap_only: bool) -> Cluster {
+        let mut c = Cluster {
+            nodes: Vec::new(),
+            now: T0,
+            events: VecDeque::new(),
+            conns: HashSet::new(),
+            syncs: HashMap::new(),
+            snap_only,
+        };
+        for _ in 1..=3 {
+            c.nodes.push(Node {
+                replica: None,
+                storage: MemStorage::new(),
+                got: HashMap::new(),
+            });
+        }
+        for sid in 1..=3 {
+            c.start(sid);
+        }
+        c
+    }
+
+    fn node(&mut self, sid: Sid) -> &mut Node {
+        &mut self.nodes[sid as usize - 1]
+    }
+
+    fn replica(&self, sid: Sid) -> &Replica {
+        self.nodes[sid as usize - 1]
+            .replica
+            .as_ref()
+            .expect("member is up")
+    }
+
+    fn alive(&self, sid: Sid) -> bool {
+        self.nodes[sid as usize - 1].replica.is_some()
+    }
+
+    /// Starts (or restarts) `sid` from what its storage holds.
+    fn start(&mut self, sid: Sid) {
+        let now = self.now;
+        let snap_only = self.snap_only;
+        let node = self.node(sid);
+        let recovered = node.storage.recover();
+        let (_, snapshot) = node.storage.snapshot();
+        let (replica, effects) = Replica::new(
+            config(sid, snap_only),
+            sansio::logged_settings(),
+            recovered,
+            &snapshot,
+            now,
+            sid,
+        )
+        .expect("replica starts");
+        node.replica = Some(replica);
+        node.got.clear();
+        self.execute(sid, effects);
+    }
+
+    /// Power loss of `sid`: its process is gone, unsynced appends are lost, and its
+    /// peers see their connections to it break.
+    fn crash(&mut self, sid: Sid) {
+        let node = self.node(sid);
+        node.replica = None;
+        node.storage.crash();
+        for peer in 1..=3 {
+            if peer != sid {
+                self.break_conn(sid, peer);
+            }
+        }
+        self.events.retain(|e| match e {
+            Event::Msg { to, .. } | Event::Disconnected { sid: to, .. } => *to != sid,
+            Event::LogRead { sid: s, .. } => *s != sid,
+        });
+    }
+
+    fn break_conn(&mut self, a: Sid, b: Sid) {
+        if !self.conns.remove(&key(a, b)) {
+            return;
+        }
+        self.events.retain(|e| match e {
+            Event::Msg { from, to, msg } => {
+                msg.channel() == Channel::Election || key(*from, *to) != key(a, b)
+            }
+            _ => true,
+        });
+        for (s, p) in [(a, b), (b, a)] {
+            if self.alive(s) {
+                self.events
+                    .push_back(Event::Disconnected { sid: s, peer: p });
+            }
+        }
+    }
+
+    fn execute(&mut self, sid: Sid, effects: Vec<Effect>) {
+        for e in effects {
+            match e {
+                Effect::Zab(a) => self.execute_action(sid, a),
+                Effect::Client { conn, out } => self
+                    .node(sid)
+                    .got
+                    .entry(conn)
+                    .or_default()
+                    .push(decode(out)),
+                Effect::Storage(_) => {}
+                Effect::Halt { reason } => panic!("member {sid} halted: {reason}"),
+            }
+        }
+    }
+
+    fn execute_action(&mut self, sid: Sid, a: Action) {
+        match a {
+            Action::Send { to, msg } => {
+                let kind = match msg {
+                    Message::Diff { .. } => Some("diff"),
+                    Message::Trunc { .. } => Some("trunc"),
+                    Message::Snap { .. } => Some("snap"),
+                    _ => None,
+                };
+                if let Some(kind) = kind {
+                    *self.syncs.entry(kind).or_default() += 1;
+                }
+                if msg.channel() == Channel::Election {
+                    if self.alive(to) {
+                        self.events.push_back(Event::Msg { from: sid, to, msg });
+                    }
+                    return;
+                }
+                if matches!(
+                    msg,
+                    Message::FollowerInfo { .. } | Message::ObserverInfo { .. }
+                ) {
+                    self.break_conn(sid, to);
+                    if !self.alive(to) {
+                        self.events.push_back(Event::Disconnected { sid, peer: to });
+                        return;
+                    }
+                    self.conns.insert(key(sid, to));
+                }
+                if self.conns.contains(&key(sid, to)) {
+                    self.events.push_back(Event::Msg { from: sid, to, msg });
+                }
+            }
+            Action::CloseConnection { peer } => self.break_conn(sid, peer),
+            Action::AppendTxns { txns } => self.node(sid).storage.append(&txns),
+            Action::PersistAcceptedEpoch { epoch } => {
+                self.node(sid).storage.set_accepted_epoch(epoch)
+            }
+            Action::PersistCurrentEpoch { epoch } => {
+                self.node(sid).storage.set_current_epoch(epoch)
+            }
+            Action::TruncateLog { after } => self.node(sid).storage.truncate_after(after),
+            Action::InstallSnapshot { zxid, snapshot } => {
+                self.node(sid).storage.install_snapshot(zxid, snapshot)
+            }
+            Action::ReadLog {
+                peer,
+                after,
+                upto,
+                snapshot_size_factor,
+            } => {
+                let txns =
+                    read_for_diff(&self.node(sid).storage, after, upto, snapshot_size_factor);
+                self.events.push_back(Event::LogRead {
+                    sid,
+                    peer,
+                    after,
+                    txns,
+                });
+            }
+            other => panic!("member {sid}: the replica returned {other:?}"),
+        }
+    }
+
+    /// Delivers every event and syncs every log until nothing moves.
+    fn pump(&mut self) {
+        for _ in 0..100_000 {
+            let now = self.now;
+            if let Some(ev) = self.events.pop_front() {
+                let (sid, effects) = match ev {
+                    Event::Msg { from, to, msg } => match self.node(to).replica.as_mut() {
+                        Some(r) => (to, r.message(now, from, msg)),
+                        None => continue,
+                    },
+                    Event::Disconnected { sid, peer } => match self.node(sid).replica.as_mut() {
+                        Some(r) => (sid, r.disconnected(now, peer)),
+                        None => continue,
+                    },
+                    Event::LogRead {
+                        sid,
+                        peer,
+                        after,
+                        txns,
+                    } => match self.node(sid).replica.as_mut() {
+                        Some(r) => (sid, r.log_read(now, peer, after, txns)),
+                        None => continue,
+                    },
+                };
+                self.execute(sid, effects);
+                continue;
+            }
+            let unsynced = (1..=3).find(|&s| self.alive(s) && self.node(s).storage.has_unsynced());
+            let Some(sid) = unsynced else {
+                return;
+            };
+            let node = self.node(sid);
+            let zxid = node.storage.sync();
+            let effects = node.replica.as_mut().expect("alive").durable(now, zxid);
+            self.execute(sid, effects);
+        }
+        panic!("the cluster never went quiet");
+    }
+
+    /// Lets `ms` pass in steps, ticking every member.
+    fn advance(&mut self, ms: u64) {
+        let end = self.now + ms;
+        while self.now < end {
+            self.now += STEP_MS;
+            let now = self.now;
+            for sid in 1..=3 {
+                if let Some(r) = self.node(sid).replica.as_mut() {
+                    let effects = r.tick(now);
+                    self.execute(sid, effects);
+                }
+            }
+            self.pump();
+        }
+    }
+
+    /// Waits (at most 30 s) until one live member leads and every other live member
+    /// serves as its learner; returns the leader.
+    fn settle(&mut self) -> Sid {
+        for _ in 0..600 {
+            self.advance(STEP_MS);
+            let live: Vec<Sid> = (1..=3).filter(|&s| self.alive(s)).collect();
+            let leaders: Vec<Sid> = live
+                .iter()
+                .copied()
+                .filter(|&s| matches!(self.replica(s).server().role(), Role::Leader { .. }))
+                .collect();
+            let learners = live
+                .iter()
+                .filter(|&&s| self.replica(s).server().role() == Role::Learner)
+                .count();
+            if leaders.len() == 1 && learners + 1 == live.len() {
+                return leaders[0];
+            }
+        }
+        panic!("no leader with every member serving");
+    }
+
+    fn client(&mut self, sid: Sid, input: Input) {
+        let now = self.now;
+        let effects = self
+            .node(sid)
+            .replica
+            .as_mut()
+            .expect("alive")
+            .client(now, input);
+        self.execute(sid, effects);
+    }
+
+    /// What connection `conn` of `sid` received since the last call.
+    fn got(&mut self, sid: Sid, conn: u64) -> Vec<Got> {
+        self.node(sid).got.remove(&conn).unwrap_or_default()
+    }
+
+    /// A new session of `timeout_ms` on `sid`'s connection `conn`: its id and password.
+    fn connect(&mut self, sid: Sid, conn: u64, timeout_ms: i32) -> (i64, Bytes) {
+        self.client(sid, connected(conn));
+        self.client(sid, new_session(conn, timeout_ms));
+        self.pump();
+        match self.got(sid, conn).as_slice() {
+            [Got::Connected {
+                session_id, passwd, ..
+            }] if *session_id != 0 => (*session_id, passwd.clone()),
+            other => panic!("handshake on {sid} got {other:?}"),
+        }
+    }
+
+    /// Reconnects session `session_id` on `sid`'s connection `conn`.
+    fn resume(&mut self, sid: Sid, conn: u64, session_id: i64, passwd: &Bytes) -> Vec<Got> {
+        self.client(sid, connected(conn));
+        let req = ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            time_out_ms: 30000,
+            session_id,
+            passwd: passwd.clone(),
+            read_only: false,
+        };
+        self.client(sid, Input::Handshake { conn, req });
+        self.pump();
+        self.got(sid, conn)
+    }
+
+    /// Sends a request as the client's bytes (the record after the header), without
+    /// pumping.
+    fn send<R: Record>(&mut self, sid: Sid, conn: u64, xid: i32, opcode: i32, record: &R) {
+        let mut b = BytesMut::new();
+        record.encode(&mut b);
+        let body = b.freeze();
+        let req = decode_request(opcode, &body).expect("decodes");
+        self.client(
+            sid,
+            Input::Request {
+                conn,
+                xid,
+                opcode,
+                req,
+                body,
+            },
+        );
+    }
+
+    /// A create of `path` with `data` (flags: 0 persistent, 1 ephemeral); its reply.
+    fn create(
+        &mut self,
+        sid: Sid,
+        conn: u64,
+        xid: i32,
+        path: &str,
+        data: &[u8],
+        flags: i32,
+    ) -> Got {
+        self.send(
+            sid,
+            conn,
+            xid,
+            op::CREATE,
+            &create_request(path, data, flags),
+        );
+        self.pump();
+        self.reply(sid, conn, xid)
+    }
+
+    /// The reply with `xid` among what `conn` received.
+    fn reply(&mut self, sid: Sid, conn: u64, xid: i32) -> Got {
+        self.got(sid, conn)
+            .into_iter()
+            .find(|g| matches!(g, Got::Reply { xid: x, .. } if *x == xid))
+            .unwrap_or_else(|| panic!("no reply {xid} on member {sid} conn {conn}"))
+    }
+
+    /// getData of `path` by `sid`'s client `conn`: its data and Stat, or the error.
+    fn get(&mut self, sid: Sid, conn: u64, xid: i32, path: &str) -> Result<(Bytes, Stat), i32> {
+        let req = PathWatchRequest {
+            path: path.into(),
+            watch: false,
+        };
+        self.send(sid, conn, xid, op::GET_DATA, &req);
+        self.pump();
+        decode_get(self.reply(sid, conn, xid))
+    }
+}
+
+/// A create of `path` open to everyone (flags: 0 persistent, 1 ephemeral).
+fn create_request(path: &str, data: &[u8], flags: i32) -> CreateRequest {
+    CreateRequest {
+        path: path.into(),
+        data: Some(Bytes::copy_from_slice(data)),
+        acl: vec![Acl {
+            perms: 31,
+            id: Id {
+                scheme: "world".into(),
+                id: "anyone".into(),
+            },
+        }],
+        flags,
+    }
+}
+
+fn decode_get(got: Got) -> Result<(Bytes, Stat), i32> {
+    match got {
+        Got::Reply { err: 0, body, .. } => {
+            let r: GetDataResponse = decode_all(&body).expect("GetDataResponse");
+            Ok((r.data.unwrap_or_default(), r.stat))
+        }
+        Got::Reply { err, .. } => Err(err),
+        other => panic!("not a reply: {other:?}"),
+    }
+}
+
+fn ok(got: &Got) -> bool {
+    matches!(got, Got::Reply { err: 0, .. })
+}
+
+fn others(leader: Sid) -> (Sid, Sid) {
+    let mut f = (1..=3).filter(|&s| s != leader);
+    (f.next().unwrap(), f.next().unwrap())
+}
+
+/// Election; then a follower's client creates a znode, and every member's own client
+/// reads it with the same Stat (the txn went follower -> leader -> every member).
+#[test]
+fn a_followers_write_is_read_on_every_member_with_the_same_stat() {
+    let mut c = Cluster::new();
+    let leader = c.settle();
+    let (f, _) = others(leader);
+    c.connect(f, 1, 10_000);
+    let created = c.create(f, 1, 1, "/a", b"hello", 0);
+    assert!(ok(&created), "{created:?}");
+    let mut stats = Vec::new();
+    for sid in 1..=3 {
+        c.connect(sid, 10, 10_000);
+        let (data, stat) = c.get(sid, 10, 1, "/a").expect("/a on every member");
+        assert_eq!(&data[..], b"hello");
+        stats.push(stat);
+    }
+    assert!(stats.windows(2).all(|w| w[0] == w[1]), "{stats:?}");
+    assert_eq!(
+        stats[0].czxid >> 32,
+        i64::from(c.replica(leader).peer().epochs().1)
+    );
+}
+
+/// A learner's client writes through the leader's client and then syncs on a follower
+/// before anything travelled: the follower's read queued behind the sync sees the
+/// write, because the leader answers the sync (SYNC packet) after the write's COMMIT.
+#[test]
+fn a_learners_sync_makes_its_next_read_see_what_the_leader_sequenced() {
+    let mut c = Cluster::new();
+    let leader = c.settle();
+    let (f, _) = others(leader);
+    c.connect(leader, 1, 10_000);
+    c.connect(f, 2, 10_000);
+    c.send(leader, 1, 1, op::CREATE, &create_request("/s", b"v", 0));
+    c.send(f, 2, 1, op::SYNC, &PathRequest { path: "/".into() });
+    c.send(
+        f,
+        2,
+        2,
+        op::GET_DATA,
+        &PathWatchRequest {
+            path: "/s".into(),
+            watch: false,
+        },
+    );
+    c.pump();
+    let got = c.got(f, 2);
+    assert!(
+        matches!(got.first(), Some(Got::Reply { xid: 1, err: 0, .. })),
+        "the sync is answered first: {got:?}"
+    );
+    let read = got
+        .into_iter()
+        .find(|g| matches!(g, Got::Reply { xid: 2, .. }))
+        .expect("the read is answered");
+    let (data, _) = decode_get(read).expect("the read behind the sync sees /s");
+    assert_eq!(&data[..], b"v");
+}
+
+/// A session created on one follower, with an ephemeral, reconnects to the other
+/// follower: the leader revalidates it (REVALIDATE), the client keeps its session id
+/// and ephemeral, and its pings to the new member keep it alive well past its
+/// timeout (the member reports it as touched in its PING echoes).
+#[test]
+fn a_session_moves_to_another_member_and_stays_alive() {
+    let mut c = Cluster::new();
+    let leader = c.settle();
+    let (f1, f2) = others(leader);
+    let (session, passwd) = c.connect(f1, 1, 4000);
+    assert!(ok(&c.create(f1, 1, 1, "/e", b"", 1)));
+    c.client(f1, Input::Disconnected { conn: 1 });
+    let got = c.resume(f2, 2, session, &passwd);
+    assert!(
+        matches!(got.as_slice(), [Got::Connected { session_id, .. }] if *session_id == session),
+        "{got:?}"
+    );
+    for i in 0..10 {
+        c.advance(1000);
+        c.client(
+            f2,
+            Input::Request {
+                conn: 2,
+                xid: -2,
+                opcode: op::PING,
+                req: keel::proto::Request::Ping,
+                body: Bytes::new(),
+            },
+        );
+        assert!(
+            c.got(f2, 2).iter().all(|g| !matches!(g, Got::Close)),
+            "session closed after {i} s"
+        );
+    }
+    c.pump();
+    for sid in 1..=3 {
+        let n = c
+            .replica(sid)
+            .server()
+            .tree
+            .get("/e")
+            .map(|n| n.ephemeral_owner());
+        assert_eq!(n, Some(session), "member {sid}");
+    }
+    // The session still writes through its new member.
+    assert!(ok(&c.create(f2, 2, 2, "/e2", b"", 0)));
+}
+
+/// The leader crashes after a write was acknowledged; the survivors elect a new leader
+/// and both hold the write, new writes work, and the old leader restarts from its
+/// storage, catches up (by DIFF: its log is a prefix of the new leader's) and serves
+/// the same tree.
+#[test]
+fn a_write_survives_the_leaders_crash_and_the_old_leader_catches_up_by_diff() {
+    let (c, _) = crash_and_restart_the_leader(false);
+    assert!(c.syncs.get("diff").is_some_and(|&n| n > 0), "{:?}", c.syncs);
+    assert_eq!(c.syncs.get("snap"), None, "{:?}", c.syncs);
+}
+
+/// As above with leaders that SNAP every learner: the old leader installs the new
+/// leader's state (tree and sessions) from the SNAP and serves the same tree.
+#[test]
+fn a_write_survives_the_leaders_crash_and_the_old_leader_catches_up_by_snap() {
+    let (c, old) = crash_and_restart_the_leader(true);
+    assert!(c.syncs.get("snap").is_some_and(|&n| n > 0), "{:?}", c.syncs);
+    let (zxid, _) = c.nodes[old as usize - 1].storage.snapshot();
+    assert_ne!(
+        zxid, 0,
+        "the old leader's storage holds the SNAP it installed"
+    );
+}
+
+/// Runs the scenario; returns the cluster and the old leader.
+fn crash_and_restart_the_leader(snap_only: bool) -> (Cluster, Sid) {
+    let mut c = Cluster::with(snap_only);
+    let old = c.settle();
+    let (f, _) = others(old);
+    let (session, _) = c.connect(f, 1, 30_000);
+    assert!(ok(&c.create(f, 1, 1, "/w", b"before", 0)));
+    c.crash(old);
+    let new = c.settle();
+    assert_ne!(new, old);
+    let f = (1..=3).find(|&s| s != new && s != old).unwrap();
+    for sid in [new, f] {
+        c.connect(sid, 20, 10_000);
+        let (data, _) = c.get(sid, 20, 1, "/w").expect("/w after the crash");
+        assert_eq!(&data[..], b"before", "member {sid}");
+    }
+    assert!(ok(&c.create(f, 20, 2, "/w2", b"after", 0)));
+    c.syncs.clear();
+    c.start(old);
+    c.settle();
+    let mut seen = Vec::new();
+    for sid in 1..=3 {
+        c.connect(sid, 30, 10_000);
+        let w = c.get(sid, 30, 1, "/w").expect("/w");
+        let w2 = c.get(sid, 30, 2, "/w2").expect("/w2");
+        let server = c.replica(sid).server();
+        let count = server.tree.node_count();
+        let timeout = server.sessions.get(session).map(|s| s.timeout_ms);
+        seen.push((w, w2, count, timeout));
+    }
+    assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
+    assert_eq!(seen[0].3, Some(30_000), "the session is on every member");
+    (c, old)
+}
+
+/// A session whose client went away is expired by the leader: its ephemeral is gone on
+/// every member, and so is the session.
+#[test]
+fn a_session_expired_by_the_leader_loses_its_ephemerals_everywhere() {
+    let mut c = Cluster::new();
+    let leader = c.settle();
+    let (f, _) = others(leader);
+    let (session, _) = c.connect(f, 1, 4000);
+    assert!(ok(&c.create(f, 1, 1, "/x", b"", 1)));
+    c.pump();
+    for sid in 1..=3 {
+        assert!(
+            c.replica(sid).server().tree.get("/x").is_some(),
+            "member {sid}"
+        );
+    }
+    c.client(f, Input::Disconnected { conn: 1 });
+    c.advance(10_000);
+    for sid in 1..=3 {
+        let r = c.replica(sid).server();
+        assert!(r.tree.get("/x").is_none(), "member {sid} still has /x");
+        assert!(
+            r.sessions.get(session).is_none(),
+            "member {sid} has the session"
+        );
+    }
+}
