@@ -1,11 +1,13 @@
 //! The runtime layer, the only one that does I/O, and only moves bytes: the client ports
-//! and connections ([`client`]), TLS on the secure client port ([`tls`], reading key and
+//! and connections ([`client`]), the election and quorum ports between members
+//! ([`peer`]), TLS on the secure client port ([`tls`], reading key and
 //! trust stores with [`keystore`]), the storage thread ([`persist`], with its sync
 //! threads in [`syncer`]), and the lowest-priority thread that keeps a CPU awake while
 //! serving ([`busy_poll`]). What the bytes mean is decided above it (src/member).
 pub mod busy_poll;
 pub mod client;
 pub mod keystore;
+pub mod peer;
 pub mod persist;
 pub mod syncer;
 pub mod tls;
