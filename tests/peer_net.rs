@@ -1,4 +1,5 @@
-//! keel's peer runtime (`keel::net::peer`) on real loopback sockets (ports 3300-3399):
+//! keel's peer runtime (`keel::net::peer`) on real loopback sockets (ports 3300-3399,
+//! each test its own):
 //! three Zab cores (`keel::zab::Peer`) with in-memory storage, each run by a small loop
 //! in this file that feeds ticks (real time) and executes actions, talk only through
 //! `PeerNet`:
@@ -9,7 +10,9 @@
 //!   close only that connection: the leader and its epoch stay and the ensemble keeps
 //!   committing;
 //! - two members dialing each other at once end with exactly one election connection,
-//!   the one the larger sid opened.
+//!   the one the larger sid opened;
+//! - a peer that stops reading fills its queue and loses its connection (reported),
+//!   while another peer gets every message and the sender never waits.
 //!
 //! Deadlines are generous (liveness only); nothing asserts a duration.
 
@@ -26,6 +29,7 @@ use keel::zab::message::{Message, Notification, ServerState};
 use keel::zab::quorum::QuorumVerifier;
 use keel::zab::storage::{read_for_diff, MemStorage, ZabStorage};
 use keel::zab::wire::election::{ElectionAddress, InitialMessage};
+use keel::zab::wire::packet::{Limits, QuorumPacket};
 use keel::zab::wire::quorum::{encode_message, Side, PROTOCOL_VERSION};
 use keel::zab::{Action, Config, Input, Peer, RoleChange, Sid, Txn, Zxid};
 use parking_lot::Mutex;
@@ -49,7 +53,7 @@ fn logs() {
 }
 
 fn quorum_port(base: u16, sid: Sid) -> u16 {
-    base + 10 * sid as u16
+    base + 2 * sid as u16
 }
 
 fn election_port(base: u16, sid: Sid) -> u16 {
@@ -474,7 +478,7 @@ fn follower_info(sid: Sid) -> BytesMut {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_bytes_on_either_port_close_only_that_connection() {
     logs();
-    let base = 3340;
+    let base = 3320;
     let servers = servers(base, 4);
     let mut members: Vec<Member> = (1..=3).map(Member::new).collect();
     for m in &mut members {
@@ -583,7 +587,7 @@ async fn both<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_members_dialing_each_other_keep_one_election_connection() {
     logs();
-    let base = 3370;
+    let base = 3340;
     let servers = servers(base, 2);
     let ((n1, mut in1), (n2, mut in2)) = both(start_net(1, &servers), start_net(2, &servers)).await;
     for round in 0..3 {
@@ -610,4 +614,86 @@ async fn two_members_dialing_each_other_keep_one_election_connection() {
             "round {round}: one connection ever, on each side"
         );
     }
+}
+
+/// A fake leader's quorum port.
+async fn bind(port: u16) -> tokio::net::TcpListener {
+    tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .expect("bind a fake leader's quorum port")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_stops_reading_loses_its_connection_and_delays_no_other() {
+    logs();
+    let base = 3360;
+    let servers = servers(base, 3);
+    let (net, mut inbox) = PeerNet::start(
+        1,
+        &servers,
+        PeerParams {
+            queue_bytes: 4 << 20,
+            ..params()
+        },
+    )
+    .await
+    .expect("start");
+    let info = |sid| Message::FollowerInfo {
+        accepted_epoch: 0,
+        sid,
+        protocol_version: PROTOCOL_VERSION,
+        config_version: 0,
+    };
+    let (l2, l3) = (
+        bind(quorum_port(base, 2)).await,
+        bind(quorum_port(base, 3)).await,
+    );
+    net.send(2, info(1));
+    net.send(3, info(1));
+    let ((stalled, _), (mut reading, _)) = (l2.accept().await.unwrap(), l3.accept().await.unwrap());
+    const COMMITS: u64 = 200;
+    let big = Bytes::from(vec![7u8; 512 * 1024]);
+    for zxid in 1..=COMMITS {
+        net.send(
+            2,
+            Message::Request {
+                session_id: 1,
+                cxid: zxid as i32,
+                opcode: 1,
+                body: big.clone(),
+                auth: Vec::new(),
+            },
+        );
+        net.send(3, Message::Ack { zxid });
+    }
+    let lost = tokio::time::timeout(DEADLINE, inbox.recv()).await;
+    assert!(
+        matches!(lost, Ok(Input::Disconnected { peer: 2 })),
+        "the stalled peer's connection is reported lost: {lost:?}"
+    );
+    let got = tokio::time::timeout(DEADLINE, async {
+        let mut buf = BytesMut::new();
+        let mut acks = 0;
+        loop {
+            while let Some((p, used)) =
+                QuorumPacket::decode(&buf, Limits::default()).expect("well-formed packets")
+            {
+                buf.advance(used);
+                acks += u64::from(p.kind == 3);
+            }
+            if acks == COMMITS {
+                return acks;
+            }
+            if reading.read_buf(&mut buf).await.expect("read") == 0 {
+                return acks;
+            }
+        }
+    })
+    .await;
+    assert_eq!(
+        got.ok(),
+        Some(COMMITS),
+        "every ACK reached the reading peer"
+    );
+    drop(stalled);
 }

@@ -14,8 +14,11 @@
 //! - [`link`]: what both ports share: connecting with a timeout, the batched writer,
 //!   socket options.
 //!
-//! Bounds: every outgoing queue holds at most [`PeerParams::queue_messages`] messages
-//! per peer and port; each connection's read buffer at most one packet (the frame
+//! Bounds: a quorum connection's outgoing queue holds at most
+//! [`PeerParams::queue_bytes`] (bytes, not messages: the core emits a whole DIFF, up to
+//! ~500 PROPOSAL + COMMIT pairs or more from the txn log, in one step, and a SNAP is one
+//! message of any size, which goes alone into an empty queue); an election link's
+//! queue one notification; each connection's read buffer at most one packet (the frame
 //! bound on the election port, `jute.maxbuffer` on the quorum port, a SNAP stream at
 //! most [`PeerParams::max_snapshot_bytes`]); the inbox [`PeerParams::inbox_messages`].
 //! A full election queue drops its oldest notification (ZooKeeper's send queue holds
@@ -66,8 +69,9 @@ pub struct PeerParams {
     pub jute_max_buffer: usize,
     /// The longest SNAP stream a learner buffers, bytes.
     pub max_snapshot_bytes: usize,
-    /// Outgoing messages queued per peer and port.
-    pub queue_messages: usize,
+    /// The bytes a quorum connection's outgoing queue may hold; past them the
+    /// connection closes (a learner that far behind is lost to the leader anyway).
+    pub queue_bytes: usize,
     /// Received inputs queued for the member; readers wait (TCP pushes back) beyond.
     pub inbox_messages: usize,
     /// The first wait before an election link dials again after a failure; it doubles
@@ -86,7 +90,7 @@ impl Default for PeerParams {
             quorum_listen_on_all_ips: false,
             jute_max_buffer: DEFAULT_JUTE_MAXBUFFER,
             max_snapshot_bytes: 1 << 30,
-            queue_messages: 4096,
+            queue_bytes: 64 << 20,
             inbox_messages: 4096,
             reconnect_min: Duration::from_millis(100),
             reconnect_max: Duration::from_millis(5000),

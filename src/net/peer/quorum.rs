@@ -18,6 +18,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -40,9 +41,50 @@ struct Slot {
     generation: u64,
     /// Which end this member is: PING's data differs.
     side: Side,
-    tx: mpsc::Sender<Bytes>,
+    /// The outgoing queue, bounded by the bytes in it (`queued`).
+    tx: mpsc::UnboundedSender<Bytes>,
+    queued: Arc<AtomicUsize>,
     /// Dropped to close the connection at once, queued bytes or not.
     _close: oneshot::Sender<()>,
+}
+
+impl Slot {
+    /// Queues `bytes` unless that would take the queue past `limit` bytes (one message
+    /// larger than the limit, a SNAP, goes alone into an empty queue); `false` if full.
+    fn push(&self, bytes: Bytes, limit: usize) -> bool {
+        let len = bytes.len();
+        let before = self.queued.fetch_add(len, Ordering::AcqRel);
+        if before > 0 && before.saturating_add(len) > limit {
+            self.queued.fetch_sub(len, Ordering::AcqRel);
+            return false;
+        }
+        // A closed queue means the connection ended; its end is reported by its task.
+        let _ = self.tx.send(bytes);
+        true
+    }
+}
+
+/// The writer's end of a connection's queue.
+struct QueueRx {
+    rx: mpsc::UnboundedReceiver<Bytes>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl QueueRx {
+    fn taken(&self, b: Bytes) -> Bytes {
+        self.queued.fetch_sub(b.len(), Ordering::AcqRel);
+        b
+    }
+
+    async fn recv(&mut self) -> Option<Bytes> {
+        let b = self.rx.recv().await?;
+        Some(self.taken(b))
+    }
+
+    fn try_recv(&mut self) -> Option<Bytes> {
+        let b = self.rx.try_recv().ok()?;
+        Some(self.taken(b))
+    }
 }
 
 /// Every peer's current quorum connection.
@@ -55,7 +97,7 @@ pub(crate) struct Slots {
 /// A new connection's ends, for the task that runs it.
 struct Installed {
     generation: u64,
-    rx: mpsc::Receiver<Bytes>,
+    rx: QueueRx,
     close: oneshot::Receiver<()>,
     replaced: bool,
 }
@@ -82,32 +124,32 @@ impl Slots {
         self.slots.clear();
     }
 
-    fn install(
-        &mut self,
-        peer: Sid,
-        side: Side,
-        capacity: usize,
-    ) -> (Installed, mpsc::Sender<Bytes>) {
+    /// Makes a new connection `peer`'s current one, the old one closing; `first`
+    /// goes into its queue.
+    fn install(&mut self, peer: Sid, side: Side, first: Option<Bytes>) -> Installed {
         self.next_generation += 1;
         let generation = self.next_generation;
-        let (tx, rx) = mpsc::channel(capacity.max(1));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let queued = Arc::new(AtomicUsize::new(0));
         let (close_tx, close) = oneshot::channel();
-        let old = self.slots.insert(
-            peer,
-            Slot {
-                generation,
-                side,
-                tx: tx.clone(),
-                _close: close_tx,
-            },
-        );
-        let installed = Installed {
+        let slot = Slot {
+            generation,
+            side,
+            tx,
+            queued: queued.clone(),
+            _close: close_tx,
+        };
+        if let Some(b) = first {
+            slot.push(b, usize::MAX);
+        }
+        let old = self.slots.insert(peer, slot);
+        let rx = QueueRx { rx, queued };
+        Installed {
             generation,
             rx,
             close,
             replaced: old.is_some(),
-        };
-        (installed, tx)
+        }
     }
 }
 
@@ -138,12 +180,12 @@ pub(crate) fn send(shared: &Arc<Shared>, to: Sid, msg: Message) {
     let Some(bytes) = encode(&msg, slot.side) else {
         return;
     };
-    if let Err(mpsc::error::TrySendError::Full(_)) = slot.tx.try_send(bytes) {
+    if !slot.push(bytes, shared.params.queue_bytes) {
         // Never wait for one peer, never skip a message inside a stream: the connection
         // goes, and the core hears it broke.
         warn!(
-            "quorum: the queue to server.{to} is full ({} messages); closing its connection",
-            shared.params.queue_messages
+            "quorum: the queue to server.{to} is full ({} bytes); closing its connection",
+            shared.params.queue_bytes
         );
         slots.slots.remove(&to);
         shared.lost.lock().insert(to);
@@ -161,13 +203,7 @@ fn open(shared: &Arc<Shared>, to: Sid, msg: &Message) {
     };
     // The core replaces the connection itself: an older loss is no news to it.
     shared.lost.lock().remove(&to);
-    let (installed, tx) =
-        shared
-            .quorum
-            .lock()
-            .install(to, Side::Learner, shared.params.queue_messages);
-    // A fresh queue has room.
-    let _ = tx.try_send(bytes);
+    let installed = shared.quorum.lock().install(to, Side::Learner, Some(bytes));
     let (host, port) = (m.host.clone(), m.quorum_port);
     let s = shared.clone();
     shared.spawn(async move {
@@ -247,10 +283,10 @@ async fn accept(shared: Arc<Shared>, mut stream: TcpStream, addr: SocketAddr) ->
         return Err(invalid(format!("sid {sid} is not another server.N")));
     }
     debug!("quorum: server.{sid} connected from {addr}");
-    let (installed, _) = {
+    let installed = {
         let mut slots = shared.quorum.lock();
-        let installed = slots.install(sid, Side::Leader, shared.params.queue_messages);
-        if installed.0.replaced {
+        let installed = slots.install(sid, Side::Leader, None);
+        if installed.replaced {
             shared.lost.lock().insert(sid);
         }
         installed
@@ -281,7 +317,7 @@ async fn run(
     generation: u64,
     stream: TcpStream,
     rest: BytesMut,
-    mut rx: mpsc::Receiver<Bytes>,
+    mut rx: QueueRx,
     mut close: oneshot::Receiver<()>,
 ) {
     let remote = stream
@@ -304,9 +340,9 @@ async fn run(
     let _ = shared.events.send(Event::Closed { peer, generation }).await;
 }
 
-async fn write_packets(mut wr: OwnedWriteHalf, rx: &mut mpsc::Receiver<Bytes>) -> io::Result<()> {
+async fn write_packets(mut wr: OwnedWriteHalf, rx: &mut QueueRx) -> io::Result<()> {
     while let Some(first) = rx.recv().await {
-        link::write_batch(&mut wr, first, || rx.try_recv().ok()).await?;
+        link::write_batch(&mut wr, first, || rx.try_recv()).await?;
     }
     Ok(())
 }
