@@ -25,6 +25,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
 use parking_lot::Mutex;
@@ -248,24 +249,38 @@ pub(crate) async fn run_link(
                 }
             },
         };
-        let Some(conn) = conn else {
-            redial = true;
+        let mut conn = conn;
+        loop {
+            match conn.take() {
+                Some(c) => {
+                    let started = Instant::now();
+                    run_connections(&shared, peer, &outbox, &mut commands, c).await;
+                    redial = outbox.last.lock().is_some();
+                    // One that lived long was healthy: dial again at once. One the peer
+                    // drops at once (it does not know us, say) must not make a loop.
+                    if started.elapsed() >= params.reconnect_max {
+                        backoff = params.reconnect_min;
+                        break;
+                    }
+                }
+                None => redial = true,
+            }
+            // Wait before dialing again, taking a connection the peer opens meanwhile;
+            // a peer asking to be dialed back is up, so dial it now.
             let wait = backoff;
             backoff = (backoff * 2).min(params.reconnect_max);
             tokio::select! {
-                cmd = wait_adopt(&mut commands) => {
-                    if let Some(c) = cmd {
-                        backoff = params.reconnect_min;
-                        run_connections(&shared, peer, &outbox, &mut commands, c).await;
+                cmd = commands.recv() => match cmd {
+                    Some(Command::Adopt(s, rest)) => conn = Some((s, rest)),
+                    Some(Command::DialBack) => {
+                        redial = true;
+                        break;
                     }
-                }
-                _ = tokio::time::sleep(wait) => {}
+                    None => return,
+                },
+                _ = tokio::time::sleep(wait) => break,
             }
-            continue;
-        };
-        backoff = params.reconnect_min;
-        run_connections(&shared, peer, &outbox, &mut commands, conn).await;
-        redial = outbox.last.lock().is_some();
+        }
     }
 }
 
