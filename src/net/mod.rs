@@ -1,5 +1,6 @@
 //! The runtime layer, the only one that does I/O, and only moves bytes: the client ports
-//! and connections ([`client`]), TLS on the secure client port ([`tls`], reading key and
+//! and connections ([`client`]), the election and quorum ports between members
+//! ([`peer`]), TLS on the secure client port ([`tls`], reading key and
 //! trust stores with [`keystore`]), the storage thread ([`persist`], with its sync
 //! threads in [`syncer`]), an ensemble member's storage thread for the Zab core's
 //! writes ([`zab_persist`]), and the lowest-priority thread that keeps a CPU awake while
@@ -7,6 +8,7 @@
 pub mod busy_poll;
 pub mod client;
 pub mod keystore;
+pub mod peer;
 pub mod persist;
 pub mod syncer;
 pub mod tls;

@@ -12,6 +12,8 @@
 //!   each packet type (LearnerInfo, LEADERINFO, ACKEPOCH, NEWLEADER, PING).
 //! - [`txn`]: PROPOSAL / INFORM data, ZooKeeper's TxnHeader plus txn record, and the
 //!   one conversion between them and keel's [`crate::server::txn::Txn`].
+//! - [`snap_frame`]: where the DataTree stream after a SNAP packet ends (it has no
+//!   length in front), for the runtime that reads it off the quorum port.
 //! - [`config`]: the quorum config text notifications and NEWLEADER carry.
 //! - [`reader`]: the offset-aware jute reader they decode with (the importer too).
 //!
@@ -26,6 +28,7 @@ pub mod election;
 pub mod packet;
 pub mod quorum;
 pub mod reader;
+pub mod snap_frame;
 pub mod txn;
 
 pub use self::reader::Malformed;

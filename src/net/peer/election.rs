@@ -1,0 +1,407 @@
+//! The election port, as ZooKeeper's QuorumCnxManager runs it (ZAB-WIRE.md §1): one
+//! link per other member carrying notifications both ways over one TCP connection,
+//! whichever side opened it.
+//!
+//! - Dialing: the initiator writes its initial message (V1: sid and its own election
+//!   address) in one write. Only a connection opened by the larger sid survives: a
+//!   smaller sid closes right after its initial message and waits for the larger one
+//!   to dial back; a larger sid receiving one does so.
+//! - A link connects when it has something to send, and after a break dials again
+//!   with a back-off that doubles from [`PeerParams::reconnect_min`] to
+//!   [`PeerParams::reconnect_max`], re-sending its last notification when nothing newer
+//!   is queued (QuorumCnxManager re-sends it: a vote lost with a connection would
+//!   otherwise wait for the election's own re-send timeout).
+//! - Its queue holds one notification, the newest (ZooKeeper's send queue capacity):
+//!   a vote supersedes the ones before it.
+//! - Frames (int length + body) longer than PACKETMAXSIZE or not positive close the
+//!   connection; a body that is not a notification is skipped, as ZooKeeper's
+//!   WorkerReceiver skips it.
+//!
+//! [`PeerParams::reconnect_min`]: super::PeerParams::reconnect_min
+//! [`PeerParams::reconnect_max`]: super::PeerParams::reconnect_max
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::{Buf, Bytes, BytesMut};
+use parking_lot::Mutex;
+use tokio::io::AsyncReadExt;
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Notify};
+use tracing::{debug, info, warn};
+
+use super::link::{self, invalid, READ_CHUNK};
+use super::{Event, LinkInfo, Shared};
+use crate::zab::message::Message;
+use crate::zab::wire::election::{
+    decode_frame, decode_notification, encode_frame, encode_notification, incoming,
+    initiator_keeps, ElectionAddress, Incoming, InitialMessage, MAX_ADDRESS_BYTES,
+};
+use crate::zab::Sid;
+
+/// Notifications a link queues (QuorumCnxManager.SEND_CAPACITY).
+const SEND_CAPACITY: usize = 1;
+
+/// Commands the listener gives a link; a handful at most are ever outstanding.
+const COMMANDS: usize = 4;
+
+/// What the election listener hands a link.
+pub(crate) enum Command {
+    /// A connection the peer (the larger sid) opened and introduced: it replaces the
+    /// link's connection, with the bytes read after the initial message.
+    Adopt(TcpStream, BytesMut),
+    /// The peer (the smaller sid) dialed and was closed: dial it back.
+    DialBack,
+}
+
+/// A link's outgoing side: its queue, the listener's commands, what is connected.
+pub(crate) struct Outbox {
+    queue: Mutex<VecDeque<Bytes>>,
+    /// The frame last written, re-sent on a new connection with nothing newer queued.
+    last: Mutex<Option<Bytes>>,
+    ready: Notify,
+    commands: mpsc::Sender<Command>,
+    connected: Mutex<Option<(SocketAddr, SocketAddr)>>,
+    connections: AtomicU64,
+}
+
+impl Outbox {
+    /// An empty outbox and the receiving end of its commands, for [`run_link`].
+    pub(crate) fn new() -> (Outbox, mpsc::Receiver<Command>) {
+        let (commands, rx) = mpsc::channel(COMMANDS);
+        let outbox = Outbox {
+            queue: Mutex::new(VecDeque::with_capacity(SEND_CAPACITY)),
+            last: Mutex::new(None),
+            ready: Notify::new(),
+            commands,
+            connected: Mutex::new(None),
+            connections: AtomicU64::new(0),
+        };
+        (outbox, rx)
+    }
+
+    fn push(&self, frame: Bytes) {
+        let mut q = self.queue.lock();
+        while q.len() >= SEND_CAPACITY {
+            q.pop_front();
+        }
+        q.push_back(frame);
+        drop(q);
+        self.ready.notify_one();
+    }
+
+    fn pop(&self) -> Option<Bytes> {
+        self.queue.lock().pop_front()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.queue.lock().is_empty()
+    }
+
+    /// The live connection, if any.
+    pub(crate) fn info(&self) -> Option<LinkInfo> {
+        self.connected.lock().map(|(local, remote)| LinkInfo {
+            local,
+            remote,
+            connections: self.connections.load(Ordering::Relaxed),
+        })
+    }
+}
+
+/// Queues a notification for `to` (see [`super::PeerNet::send`]).
+pub(crate) fn send(shared: &Shared, to: Sid, msg: &Message) {
+    let Message::Notification(n) = msg else {
+        return;
+    };
+    let Some(outbox) = shared.election.get(&to) else {
+        warn!("election: no server.{to} line; notification dropped");
+        return;
+    };
+    match encode_frame(&encode_notification(n, &shared.static_config)) {
+        Ok(frame) => outbox.push(frame),
+        Err(e) => warn!("election: notification to {to} dropped: {e}"),
+    }
+}
+
+/// Accepts election connections and sorts them by the tie-break.
+pub(crate) async fn listen(shared: Arc<Shared>, listener: TcpListener) {
+    link::listen(shared, listener, "election", introduce).await
+}
+
+/// Reads an incoming connection's initial message (within cnxTimeout) and hands the
+/// connection to its link, or closes it and asks the link to dial back.
+async fn introduce(shared: Arc<Shared>, mut stream: TcpStream, addr: SocketAddr) -> io::Result<()> {
+    link::prepare(&stream)?;
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let read = async {
+        loop {
+            if let Some((m, used)) = InitialMessage::decode(&buf).map_err(invalid)? {
+                buf.advance(used);
+                return Ok::<_, io::Error>(m);
+            }
+            // The whole message is 20 bytes plus the address; more is frames.
+            if buf.len() > 20 + MAX_ADDRESS_BYTES + READ_CHUNK {
+                return Err(invalid("initial message too long"));
+            }
+            if stream.read_buf(&mut buf).await? == 0 {
+                return Err(invalid(format!(
+                    "closed after {} bytes, inside the initial message",
+                    buf.len()
+                )));
+            }
+        }
+    };
+    let hello = tokio::time::timeout(shared.params.cnx_timeout, read)
+        .await
+        .map_err(|_| invalid("no initial message within cnxTimeout"))??;
+    let sid = hello.sid;
+    let Some(outbox) = shared.election.get(&sid) else {
+        return Err(invalid(format!("sid {sid} has no server line")));
+    };
+    match incoming(shared.my_sid, sid) {
+        Incoming::Keep => {
+            debug!("election: server.{sid} connected from {addr}");
+            if outbox
+                .commands
+                .try_send(Command::Adopt(stream, buf))
+                .is_err()
+            {
+                return Err(invalid(format!("link to {sid} is busy")));
+            }
+        }
+        Incoming::CloseAndConnectBack => {
+            debug!("election: server.{sid} dialed from {addr}; the larger sid dials back");
+            // A full command queue already holds a dial-back or a connection.
+            let _ = outbox.commands.try_send(Command::DialBack);
+        }
+        Incoming::OwnSid => return Err(invalid("the initiator has this member's own sid")),
+    }
+    Ok(())
+}
+
+/// Dials `peer` and sends the initial message: the connection when this member's sid
+/// is the larger, else `None` once the message is sent (the peer dials back).
+async fn dial(shared: &Shared, peer: Sid) -> io::Result<Option<TcpStream>> {
+    let m = &shared.members[&peer];
+    let mut stream = link::connect(&m.host, m.election_port, shared.params.cnx_timeout).await?;
+    let hello = InitialMessage::v1(
+        shared.my_sid,
+        ElectionAddress {
+            host: shared.me.host.clone(),
+            port: shared.me.election_port,
+        },
+    )
+    .encode()
+    .map_err(invalid)?;
+    stream.write_all(&hello).await?;
+    if initiator_keeps(shared.my_sid, peer) {
+        Ok(Some(stream))
+    } else {
+        let _ = stream.shutdown().await;
+        Ok(None)
+    }
+}
+
+/// One link's life: connect when there is something to say, carry notifications both
+/// ways, take the connections the listener adopts, dial again after a break.
+pub(crate) async fn run_link(
+    shared: Arc<Shared>,
+    peer: Sid,
+    outbox: Arc<Outbox>,
+    mut commands: mpsc::Receiver<Command>,
+) {
+    let params = shared.params.clone();
+    let mut backoff = params.reconnect_min;
+    let mut redial = false;
+    loop {
+        // Idle: wait for a reason to connect.
+        let mut adopted = None;
+        if !redial && outbox.is_empty() {
+            tokio::select! {
+                cmd = commands.recv() => match cmd {
+                    Some(Command::Adopt(s, rest)) => adopted = Some((s, rest)),
+                    Some(Command::DialBack) => {}
+                    None => return,
+                },
+                _ = outbox.ready.notified() => {}
+            }
+        }
+        let conn = match adopted {
+            Some(c) => Some(c),
+            None => match dial(&shared, peer).await {
+                Ok(Some(s)) => Some((s, BytesMut::new())),
+                Ok(None) => {
+                    // The smaller sid: the peer dials back within cnxTimeout.
+                    tokio::select! {
+                        cmd = wait_adopt(&mut commands) => cmd,
+                        _ = tokio::time::sleep(params.cnx_timeout) => None,
+                    }
+                }
+                Err(e) => {
+                    debug!("election: cannot connect to server.{peer}: {e}");
+                    None
+                }
+            },
+        };
+        let mut conn = conn;
+        loop {
+            match conn.take() {
+                Some(c) => {
+                    let started = Instant::now();
+                    run_connections(&shared, peer, &outbox, &mut commands, c).await;
+                    redial = outbox.last.lock().is_some();
+                    // One that lived long was healthy: dial again at once. One the peer
+                    // drops at once (it does not know us, say) must not make a loop.
+                    if started.elapsed() >= params.reconnect_max {
+                        backoff = params.reconnect_min;
+                        break;
+                    }
+                }
+                None => redial = true,
+            }
+            // Wait before dialing again, taking a connection the peer opens meanwhile;
+            // a peer asking to be dialed back is up, so dial it now.
+            let wait = backoff;
+            backoff = (backoff * 2).min(params.reconnect_max);
+            tokio::select! {
+                cmd = commands.recv() => match cmd {
+                    Some(Command::Adopt(s, rest)) => conn = Some((s, rest)),
+                    Some(Command::DialBack) => {
+                        redial = true;
+                        break;
+                    }
+                    None => return,
+                },
+                _ = tokio::time::sleep(wait) => break,
+            }
+        }
+    }
+}
+
+/// The next connection the listener adopts, skipping dial-back requests (already
+/// connected or connecting); `None` once the listener is gone.
+async fn wait_adopt(commands: &mut mpsc::Receiver<Command>) -> Option<(TcpStream, BytesMut)> {
+    loop {
+        match commands.recv().await? {
+            Command::Adopt(s, rest) => return Some((s, rest)),
+            Command::DialBack => {}
+        }
+    }
+}
+
+/// Carries a connection, and each newer one the listener adopts in its place, until
+/// one breaks.
+async fn run_connections(
+    shared: &Shared,
+    peer: Sid,
+    outbox: &Outbox,
+    commands: &mut mpsc::Receiver<Command>,
+    mut conn: (TcpStream, BytesMut),
+) {
+    loop {
+        let (stream, rest) = conn;
+        let (Ok(local), Ok(remote)) = (stream.local_addr(), stream.peer_addr()) else {
+            return;
+        };
+        outbox.connections.fetch_add(1, Ordering::Relaxed);
+        *outbox.connected.lock() = Some((local, remote));
+        debug!("election: connected to server.{peer} at {remote}");
+        let (rd, wr) = stream.into_split();
+        let next = tokio::select! {
+            r = read_frames(shared, peer, remote, rd, rest) => {
+                if let Err(e) = r {
+                    warn!("election connection to server.{peer} at {remote}: {e}; closed");
+                }
+                None
+            }
+            w = write_frames(outbox, wr) => {
+                if let Err(e) = w {
+                    info!("election connection to server.{peer} at {remote}: write failed: {e}");
+                }
+                None
+            }
+            c = wait_adopt(commands) => c,
+        };
+        *outbox.connected.lock() = None;
+        match next {
+            Some(c) => conn = c,
+            None => return,
+        }
+    }
+}
+
+/// Writes queued notifications, the last one first again if nothing newer waits.
+async fn write_frames(outbox: &Outbox, mut wr: OwnedWriteHalf) -> io::Result<()> {
+    let resend = outbox
+        .is_empty()
+        .then(|| outbox.last.lock().clone())
+        .flatten();
+    if let Some(frame) = resend {
+        wr.write_all(&frame).await?;
+    }
+    loop {
+        let Some(first) = outbox.pop() else {
+            outbox.ready.notified().await;
+            continue;
+        };
+        let mut last = first.clone();
+        link::write_batch(&mut wr, first, || {
+            let next = outbox.pop();
+            if let Some(b) = &next {
+                last = b.clone();
+            }
+            next
+        })
+        .await?;
+        *outbox.last.lock() = Some(last);
+    }
+}
+
+/// Reads frames and passes each notification to the inbox; `Ok` at a clean end.
+///
+/// Errors: a frame length out of bounds, the connection closing inside a frame, a read
+/// error.
+async fn read_frames(
+    shared: &Shared,
+    peer: Sid,
+    remote: SocketAddr,
+    mut rd: OwnedReadHalf,
+    mut buf: BytesMut,
+) -> io::Result<()> {
+    loop {
+        while let Some((body, used)) = decode_frame(&buf).map_err(invalid)? {
+            match decode_notification(body) {
+                Ok(n) => {
+                    let event = Event::Election {
+                        from: peer,
+                        msg: Message::Notification(n),
+                    };
+                    if shared.events.send(event).await.is_err() {
+                        return Ok(());
+                    }
+                }
+                Err(e) => {
+                    warn!("election: skipped a message from server.{peer} at {remote}: {e}")
+                }
+            }
+            buf.advance(used);
+        }
+        buf.reserve(READ_CHUNK);
+        if rd.read_buf(&mut buf).await? == 0 {
+            if buf.is_empty() {
+                debug!("election: server.{peer} at {remote} closed the connection");
+                return Ok(());
+            }
+            return Err(invalid(format!(
+                "closed inside a frame ({} bytes of it read)",
+                buf.len()
+            )));
+        }
+    }
+}

@@ -1,0 +1,374 @@
+//! The ensemble's sockets: a member's election port and quorum port, the connections
+//! to every other member on both, moving the bytes of [`crate::zab::wire`] and nothing
+//! else (what to send, to whom and when is the Zab core's; ZAB-WIRE.md §1, §3).
+//!
+//! [`PeerNet::start`] binds both ports and returns the handle the member runtime sends
+//! through ([`PeerNet::send`], [`PeerNet::close`], both non-blocking) and the
+//! [`PeerInbox`] it receives [`Input::Message`] and [`Input::Disconnected`] from.
+//!
+//! - [`election`]: the election port as ZooKeeper's QuorumCnxManager runs it: one link
+//!   per other member, its handshake and sid tie-break, reconnects with back-off.
+//! - [`quorum`]: the quorum port: learner -> leader connections, one per peer in
+//!   either direction, each with a generation so a replaced or closed connection's
+//!   late bytes never reach the core.
+//! - [`link`]: what both ports share: connecting with a timeout, the batched writer,
+//!   socket options.
+//!
+//! Bounds: a quorum connection's outgoing queue holds at most
+//! [`PeerParams::queue_bytes`] (bytes, not messages: the core emits a whole DIFF, up to
+//! ~500 PROPOSAL + COMMIT pairs or more from the txn log, in one step, and a SNAP is one
+//! message of any size, which goes alone into an empty queue); an election link's
+//! queue one notification; each connection's read buffer at most one packet (the frame
+//! bound on the election port, `jute.maxbuffer` on the quorum port, a SNAP stream at
+//! most [`PeerParams::max_snapshot_bytes`]); the inbox [`PeerParams::inbox_messages`].
+//! A full election queue drops its oldest notification (ZooKeeper's send queue holds
+//! one and the newest wins: a vote supersedes the ones before it). A full quorum queue
+//! closes that peer's connection and reports [`Input::Disconnected`]: Zab's quorum
+//! stream is FIFO with no gaps, so a message may be lost only with its connection, and
+//! the caller (the core's task) must never wait for one slow peer.
+
+pub mod election;
+pub mod link;
+pub mod quorum;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use crate::config::ServerSpec;
+use crate::zab::message::{Channel, Message};
+use crate::zab::wire::config::{quorum_config_text, ServerLine};
+use crate::zab::wire::packet::Limits;
+use crate::zab::wire::{max_buffer_bytes, DEFAULT_JUTE_MAXBUFFER};
+use crate::zab::{Input, Sid};
+
+/// The runtime's settings (zoo.cfg keys and ZooKeeper's system properties that
+/// [`crate::config::Config`] does not carry yet, and keel's own bounds).
+#[derive(Clone, Debug)]
+pub struct PeerParams {
+    /// How long an election connect may take (`cnxTimeout` /
+    /// `zookeeper.cnxTimeout`, 5000 ms); also the limit for a connection's initial
+    /// message to arrive.
+    pub cnx_timeout: Duration,
+    /// How long a learner's connect to the leader's quorum port may take, and how long
+    /// a leader waits for a new connection's first packet (ZooKeeper: tickTime x
+    /// initLimit).
+    pub quorum_connect_timeout: Duration,
+    /// `quorumListenOnAllIPs`: bind both ports on every address (the wildcard) rather
+    /// than the server.N line's host (false).
+    pub quorum_listen_on_all_ips: bool,
+    /// `jute.maxbuffer`: the longest buffer a quorum packet may carry (0xfffff; the
+    /// reader allows it plus ZooKeeper's extrasize, [`max_buffer_bytes`]).
+    pub jute_max_buffer: usize,
+    /// The longest SNAP stream a learner buffers, bytes.
+    pub max_snapshot_bytes: usize,
+    /// The bytes a quorum connection's outgoing queue may hold; past them the
+    /// connection closes (a learner that far behind is lost to the leader anyway).
+    pub queue_bytes: usize,
+    /// Received inputs queued for the member; readers wait (TCP pushes back) beyond.
+    pub inbox_messages: usize,
+    /// The first wait before an election link dials again after a failure; it doubles
+    /// on each failure up to `reconnect_max`.
+    pub reconnect_min: Duration,
+    /// The longest wait between an election link's dials.
+    pub reconnect_max: Duration,
+}
+
+impl Default for PeerParams {
+    /// ZooKeeper's defaults (tickTime 2000 x initLimit 10 for the quorum connect).
+    fn default() -> PeerParams {
+        PeerParams {
+            cnx_timeout: Duration::from_millis(5000),
+            quorum_connect_timeout: Duration::from_millis(20_000),
+            quorum_listen_on_all_ips: false,
+            jute_max_buffer: DEFAULT_JUTE_MAXBUFFER,
+            max_snapshot_bytes: 1 << 30,
+            queue_bytes: 64 << 20,
+            inbox_messages: 4096,
+            reconnect_min: Duration::from_millis(100),
+            reconnect_max: Duration::from_millis(5000),
+        }
+    }
+}
+
+/// Another member as its server.N line names it.
+#[derive(Clone, Debug)]
+pub(crate) struct Member {
+    pub(crate) host: String,
+    pub(crate) quorum_port: u16,
+    pub(crate) election_port: u16,
+}
+
+/// What connections tell the inbox; quorum events carry their connection's
+/// generation so the inbox drops those of a connection that is no longer current.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// A notification from `from`'s election link.
+    Election { from: Sid, msg: Message },
+    /// A message on quorum connection `generation` of `from`.
+    Quorum {
+        from: Sid,
+        generation: u64,
+        msg: Message,
+    },
+    /// Quorum connection `generation` to `peer` broke, or its connect failed.
+    Closed { peer: Sid, generation: u64 },
+}
+
+/// What the handle, the inbox and every connection task share.
+pub(crate) struct Shared {
+    pub(crate) my_sid: Sid,
+    pub(crate) me: Member,
+    pub(crate) members: BTreeMap<Sid, Member>,
+    pub(crate) params: PeerParams,
+    /// The quorum config text every notification carries.
+    pub(crate) static_config: Bytes,
+    pub(crate) limits: Limits,
+    pub(crate) election: BTreeMap<Sid, Arc<election::Outbox>>,
+    pub(crate) quorum: Mutex<quorum::Slots>,
+    /// Peers whose current quorum connection was dropped by this side (a full queue)
+    /// or replaced by a newer incoming one: the inbox reports them before anything
+    /// else it holds.
+    pub(crate) lost: Mutex<BTreeSet<Sid>>,
+    pub(crate) events: mpsc::Sender<Event>,
+    tasks: Mutex<JoinSet<()>>,
+}
+
+impl Shared {
+    /// Runs `f` until it ends or the [`PeerNet`] is dropped.
+    pub(crate) fn spawn(&self, f: impl std::future::Future<Output = ()> + Send + 'static) {
+        let mut tasks = self.tasks.lock();
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(f);
+    }
+}
+
+/// A member's peer connections. Dropping it closes both ports and every connection.
+pub struct PeerNet {
+    shared: Arc<Shared>,
+}
+
+/// Where the member receives what its peers say: only [`Input::Message`] and
+/// [`Input::Disconnected`], in each connection's order.
+pub struct PeerInbox {
+    shared: Arc<Shared>,
+    rx: mpsc::Receiver<Event>,
+    held: Option<Event>,
+}
+
+/// One live election connection, as [`PeerNet::election_link`] reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkInfo {
+    /// This end's address.
+    pub local: SocketAddr,
+    /// The peer's end.
+    pub remote: SocketAddr,
+    /// How many connections this link has carried since start (this one included).
+    pub connections: u64,
+}
+
+fn member_of(s: &ServerSpec) -> Member {
+    Member {
+        host: s.host.clone(),
+        quorum_port: s.quorum_port,
+        election_port: s.election_port,
+    }
+}
+
+impl PeerNet {
+    /// Binds `my_sid`'s election and quorum ports from its line in `servers` (the
+    /// wildcard with `quorum_listen_on_all_ips`) and starts a link to every other
+    /// member's election port. The quorum port stays bound for the member's life:
+    /// ZooKeeper 3.8 binds it only while leading (the `Leader` constructor) and a
+    /// learner that dials a non-leader is refused; here it is accepted and the core,
+    /// not leading, closes it on its first packet, which the learner sees the same way
+    /// (a broken connection, then a retry), and a leader never finds its port taken.
+    ///
+    /// Errors: `my_sid` has no server line, or a port does not bind.
+    pub async fn start(
+        my_sid: Sid,
+        servers: &[ServerSpec],
+        params: PeerParams,
+    ) -> io::Result<(PeerNet, PeerInbox)> {
+        let me = servers
+            .iter()
+            .find(|s| s.id == my_sid)
+            .map(member_of)
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("no server.{my_sid} line"),
+                )
+            })?;
+        let lines: Vec<ServerLine> = servers
+            .iter()
+            .map(|s| ServerLine {
+                sid: s.id,
+                host: s.host.clone(),
+                quorum_port: s.quorum_port,
+                election_port: s.election_port,
+                observer: s.observer,
+                client: s.client_address.clone().zip(s.client_port),
+            })
+            .collect();
+        let static_config = Bytes::from(quorum_config_text(&lines, 0));
+        let bind_host = |host: &str| {
+            if params.quorum_listen_on_all_ips {
+                "0.0.0.0".to_string()
+            } else {
+                host.to_string()
+            }
+        };
+        let election_listener =
+            tokio::net::TcpListener::bind((bind_host(&me.host), me.election_port)).await?;
+        let quorum_listener =
+            tokio::net::TcpListener::bind((bind_host(&me.host), me.quorum_port)).await?;
+        let members: BTreeMap<Sid, Member> = servers
+            .iter()
+            .filter(|s| s.id != my_sid)
+            .map(|s| (s.id, member_of(s)))
+            .collect();
+        let mut commands = Vec::new();
+        let election = members
+            .keys()
+            .map(|&sid| {
+                let (outbox, rx) = election::Outbox::new();
+                commands.push((sid, rx));
+                (sid, Arc::new(outbox))
+            })
+            .collect();
+        let max_buffer = max_buffer_bytes(params.jute_max_buffer);
+        let (events, rx) = mpsc::channel(params.inbox_messages.max(1));
+        let shared = Arc::new(Shared {
+            my_sid,
+            me,
+            members,
+            limits: Limits {
+                max_buffer,
+                max_packet: 2 * max_buffer,
+            },
+            params,
+            static_config,
+            election,
+            quorum: Mutex::new(quorum::Slots::default()),
+            lost: Mutex::new(BTreeSet::new()),
+            events,
+            tasks: Mutex::new(JoinSet::new()),
+        });
+        shared.spawn(election::listen(shared.clone(), election_listener));
+        shared.spawn(quorum::listen(shared.clone(), quorum_listener));
+        for (sid, rx) in commands {
+            let outbox = shared.election[&sid].clone();
+            shared.spawn(election::run_link(shared.clone(), sid, outbox, rx));
+        }
+        let inbox = PeerInbox {
+            shared: shared.clone(),
+            rx,
+            held: None,
+        };
+        Ok((PeerNet { shared }, inbox))
+    }
+
+    /// Queues `msg` for `to` on the port [`Message::channel`] names, never waiting
+    /// (Action::Send's rules):
+    /// - a notification goes on the election link, which connects if it must; a full
+    ///   queue drops its oldest notification;
+    /// - FOLLOWERINFO / OBSERVERINFO opens a new quorum connection to `to`'s quorum
+    ///   port, closing any old one; if the connect fails, [`Input::Disconnected`];
+    /// - any other quorum message goes on the current quorum connection to `to` and is
+    ///   dropped if there is none; a full queue closes that connection and reports
+    ///   [`Input::Disconnected`].
+    ///
+    /// A message to an unknown sid, or one with no wire form, is logged and dropped.
+    pub fn send(&self, to: Sid, msg: Message) {
+        match msg.channel() {
+            Channel::Election => election::send(&self.shared, to, &msg),
+            Channel::Quorum => quorum::send(&self.shared, to, msg),
+        }
+    }
+
+    /// Closes the quorum connection to `peer`, if any (Action::CloseConnection). Not
+    /// reported back: the core asked for it.
+    pub fn close(&self, peer: Sid) {
+        quorum::close(&self.shared, peer);
+    }
+
+    /// The election connection to `peer` as it stands, if one is up.
+    pub fn election_link(&self, peer: Sid) -> Option<LinkInfo> {
+        self.shared.election.get(&peer).and_then(|o| o.info())
+    }
+
+    /// This member's sid.
+    pub fn my_sid(&self) -> Sid {
+        self.shared.my_sid
+    }
+}
+
+impl Drop for PeerNet {
+    fn drop(&mut self) {
+        // The tasks hold the shared state; aborting them ends every socket and lets it
+        // go.
+        self.shared.tasks.lock().abort_all();
+        self.shared.quorum.lock().clear();
+    }
+}
+
+impl PeerInbox {
+    /// The next input, waiting for one (after the [`PeerNet`] is dropped, forever).
+    /// Cancel-safe (usable in `select!`).
+    pub async fn recv(&mut self) -> Input {
+        loop {
+            if let Some(peer) = self.shared.lost.lock().pop_first() {
+                return Input::Disconnected { peer };
+            }
+            let event = match self.held.take() {
+                Some(e) => e,
+                // The inbox holds the shared state and its sender, so the channel
+                // never closes.
+                None => match self.rx.recv().await {
+                    Some(e) => e,
+                    None => std::future::pending().await,
+                },
+            };
+            // A loss recorded while the event was queued happened before it.
+            if !self.shared.lost.lock().is_empty() {
+                self.held = Some(event);
+                continue;
+            }
+            if let Some(input) = self.admit(event) {
+                return input;
+            }
+        }
+    }
+
+    /// The input an event stands for, or `None` if it belongs to a quorum connection
+    /// that was closed or replaced since (its bytes are lost with it, as Zab expects).
+    fn admit(&mut self, event: Event) -> Option<Input> {
+        match event {
+            Event::Election { from, msg } => Some(Input::Message { from, msg }),
+            Event::Quorum {
+                from,
+                generation,
+                msg,
+            } => self
+                .shared
+                .quorum
+                .lock()
+                .is_current(from, generation)
+                .then_some(Input::Message { from, msg }),
+            Event::Closed { peer, generation } => self
+                .shared
+                .quorum
+                .lock()
+                .remove_if_current(peer, generation)
+                .then_some(Input::Disconnected { peer }),
+        }
+    }
+}

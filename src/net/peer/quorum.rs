@@ -1,0 +1,410 @@
+//! The quorum port (ZAB-WIRE.md §3, §4): raw QuorumPackets on a TCP stream between a
+//! learner and its leader. A member holds at most one quorum connection per peer, in
+//! either direction, numbered by a generation:
+//! - outgoing: a learner's FOLLOWERINFO / OBSERVERINFO opens a new one to the peer's
+//!   quorum port (closing the old one: the core asked for a fresh start);
+//! - incoming: the peer's sid is the LearnerInfo of its first packet, which must be
+//!   FOLLOWERINFO or OBSERVERINFO (LearnerHandler drops any other); a newer one
+//!   from the same sid replaces the old, which the core hears of as
+//!   [`Input::Disconnected`](crate::zab::Input::Disconnected) before the new
+//!   connection's first message.
+//!
+//! The inbox passes on only what the current generation said, so a closed or replaced
+//! connection's late packets never reach the core. A connection that breaks, a connect
+//! that fails, a packet that does not decode or passes `jute.maxbuffer`, and a queue
+//! that fills all end the connection and report it; a close the core asked for does
+//! not.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::AsyncReadExt;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, info, warn};
+
+use super::link::{self, invalid, READ_CHUNK};
+use super::{Event, Shared};
+use crate::zab::message::Message;
+use crate::zab::wire::packet::QuorumPacket;
+use crate::zab::wire::quorum::{encode_message, from_packet, kind_name, Inbound, Side};
+use crate::zab::wire::snap_frame::SnapScan;
+use crate::zab::Sid;
+
+/// The current quorum connection to a peer.
+struct Slot {
+    generation: u64,
+    /// Which end this member is: PING's data differs.
+    side: Side,
+    /// The outgoing queue, bounded by the bytes in it (`queued`).
+    tx: mpsc::UnboundedSender<Bytes>,
+    queued: Arc<AtomicUsize>,
+    /// Dropped to close the connection at once, queued bytes or not.
+    _close: oneshot::Sender<()>,
+}
+
+impl Slot {
+    /// Queues `bytes` unless that would take the queue past `limit` bytes (one message
+    /// larger than the limit, a SNAP, goes alone into an empty queue); `false` if full.
+    fn push(&self, bytes: Bytes, limit: usize) -> bool {
+        let len = bytes.len();
+        let before = self.queued.fetch_add(len, Ordering::AcqRel);
+        if before > 0 && before.saturating_add(len) > limit {
+            self.queued.fetch_sub(len, Ordering::AcqRel);
+            return false;
+        }
+        // A closed queue means the connection ended; its end is reported by its task.
+        let _ = self.tx.send(bytes);
+        true
+    }
+}
+
+/// The writer's end of a connection's queue.
+struct QueueRx {
+    rx: mpsc::UnboundedReceiver<Bytes>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl QueueRx {
+    fn taken(&self, b: Bytes) -> Bytes {
+        self.queued.fetch_sub(b.len(), Ordering::AcqRel);
+        b
+    }
+
+    async fn recv(&mut self) -> Option<Bytes> {
+        let b = self.rx.recv().await?;
+        Some(self.taken(b))
+    }
+
+    fn try_recv(&mut self) -> Option<Bytes> {
+        let b = self.rx.try_recv().ok()?;
+        Some(self.taken(b))
+    }
+}
+
+/// Every peer's current quorum connection.
+#[derive(Default)]
+pub(crate) struct Slots {
+    slots: HashMap<Sid, Slot>,
+    next_generation: u64,
+}
+
+/// A new connection's ends, for the task that runs it.
+struct Installed {
+    generation: u64,
+    rx: QueueRx,
+    close: oneshot::Receiver<()>,
+    replaced: bool,
+}
+
+impl Slots {
+    /// Whether `generation` is `peer`'s current connection.
+    pub(crate) fn is_current(&self, peer: Sid, generation: u64) -> bool {
+        self.slots
+            .get(&peer)
+            .is_some_and(|s| s.generation == generation)
+    }
+
+    /// Forgets `peer`'s connection if it is still `generation`; whether it was.
+    pub(crate) fn remove_if_current(&mut self, peer: Sid, generation: u64) -> bool {
+        let current = self.is_current(peer, generation);
+        if current {
+            self.slots.remove(&peer);
+        }
+        current
+    }
+
+    /// Closes every connection.
+    pub(crate) fn clear(&mut self) {
+        self.slots.clear();
+    }
+
+    /// Makes a new connection `peer`'s current one, the old one closing; `first`
+    /// goes into its queue.
+    fn install(&mut self, peer: Sid, side: Side, first: Option<Bytes>) -> Installed {
+        self.next_generation += 1;
+        let generation = self.next_generation;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let (close_tx, close) = oneshot::channel();
+        let slot = Slot {
+            generation,
+            side,
+            tx,
+            queued: queued.clone(),
+            _close: close_tx,
+        };
+        if let Some(b) = first {
+            slot.push(b, usize::MAX);
+        }
+        let old = self.slots.insert(peer, slot);
+        let rx = QueueRx { rx, queued };
+        Installed {
+            generation,
+            rx,
+            close,
+            replaced: old.is_some(),
+        }
+    }
+}
+
+fn encode(msg: &Message, side: Side) -> Option<Bytes> {
+    let mut b = BytesMut::new();
+    match encode_message(msg, side, &mut b) {
+        Ok(()) => Some(b.freeze()),
+        Err(e) => {
+            warn!("quorum: {msg:?} has no wire form ({e}); dropped");
+            None
+        }
+    }
+}
+
+/// Queues a quorum message for `to` (see [`super::PeerNet::send`]).
+pub(crate) fn send(shared: &Arc<Shared>, to: Sid, msg: Message) {
+    if matches!(
+        msg,
+        Message::FollowerInfo { .. } | Message::ObserverInfo { .. }
+    ) {
+        return open(shared, to, &msg);
+    }
+    let mut slots = shared.quorum.lock();
+    let Some(slot) = slots.slots.get(&to) else {
+        // No connection: the message is lost as if with one that broke (Action::Send).
+        return;
+    };
+    let Some(bytes) = encode(&msg, slot.side) else {
+        return;
+    };
+    if !slot.push(bytes, shared.params.queue_bytes) {
+        // Never wait for one peer, never skip a message inside a stream: the connection
+        // goes, and the core hears it broke.
+        warn!(
+            "quorum: the queue to server.{to} is full ({} bytes); closing its connection",
+            shared.params.queue_bytes
+        );
+        slots.slots.remove(&to);
+        shared.lost.lock().insert(to);
+    }
+}
+
+/// A learner's first packet: a new connection to `to`'s quorum port.
+fn open(shared: &Arc<Shared>, to: Sid, msg: &Message) {
+    let Some(m) = shared.members.get(&to) else {
+        warn!("quorum: no server.{to} line; {msg:?} dropped");
+        return;
+    };
+    let Some(bytes) = encode(msg, Side::Learner) else {
+        return;
+    };
+    // The core replaces the connection itself: an older loss is no news to it.
+    shared.lost.lock().remove(&to);
+    let installed = shared.quorum.lock().install(to, Side::Learner, Some(bytes));
+    let (host, port) = (m.host.clone(), m.quorum_port);
+    let s = shared.clone();
+    shared.spawn(async move {
+        let Installed {
+            generation,
+            rx,
+            mut close,
+            ..
+        } = installed;
+        let connect = link::connect(&host, port, s.params.quorum_connect_timeout);
+        let stream = tokio::select! {
+            _ = &mut close => return,
+            r = connect => r,
+        };
+        match stream {
+            Ok(stream) => run(&s, to, generation, stream, BytesMut::new(), rx, close).await,
+            Err(e) => {
+                info!("quorum: cannot connect to server.{to} at {host}:{port}: {e}");
+                let _ = s
+                    .events
+                    .send(Event::Closed {
+                        peer: to,
+                        generation,
+                    })
+                    .await;
+            }
+        }
+    });
+}
+
+/// Closes `peer`'s connection, unreported (Action::CloseConnection).
+pub(crate) fn close(shared: &Shared, peer: Sid) {
+    shared.lost.lock().remove(&peer);
+    shared.quorum.lock().slots.remove(&peer);
+}
+
+/// Accepts quorum connections; each is known by its first packet.
+pub(crate) async fn listen(shared: Arc<Shared>, listener: TcpListener) {
+    link::listen(shared, listener, "quorum", accept).await
+}
+
+/// Reads a learner's first packet, installs the connection under its sid and runs it.
+async fn accept(shared: Arc<Shared>, mut stream: TcpStream, addr: SocketAddr) -> io::Result<()> {
+    link::prepare(&stream)?;
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let read = async {
+        loop {
+            if let Some((p, used)) = QuorumPacket::decode(&buf, shared.limits).map_err(invalid)? {
+                buf.advance(used);
+                return Ok::<_, io::Error>(p);
+            }
+            buf.reserve(READ_CHUNK);
+            if stream.read_buf(&mut buf).await? == 0 {
+                return Err(invalid(format!(
+                    "closed after {} bytes, inside the first packet",
+                    buf.len()
+                )));
+            }
+        }
+    };
+    let packet = tokio::time::timeout(shared.params.quorum_connect_timeout, read)
+        .await
+        .map_err(|_| invalid("no first packet in time"))??;
+    let msg = match from_packet(&packet).map_err(invalid)? {
+        Inbound::Message(m @ (Message::FollowerInfo { .. } | Message::ObserverInfo { .. })) => m,
+        _ => {
+            return Err(invalid(format!(
+                "first packet is {}, not FOLLOWERINFO or OBSERVERINFO",
+                kind_name(packet.kind).unwrap_or("of no known type")
+            )))
+        }
+    };
+    let (Message::FollowerInfo { sid, .. } | Message::ObserverInfo { sid, .. }) = msg else {
+        unreachable!("matched above");
+    };
+    if sid == shared.my_sid || !shared.members.contains_key(&sid) {
+        return Err(invalid(format!("sid {sid} is not another server.N")));
+    }
+    debug!("quorum: server.{sid} connected from {addr}");
+    let installed = {
+        let mut slots = shared.quorum.lock();
+        let installed = slots.install(sid, Side::Leader, None);
+        if installed.replaced {
+            shared.lost.lock().insert(sid);
+        }
+        installed
+    };
+    let Installed {
+        generation,
+        rx,
+        close,
+        ..
+    } = installed;
+    let event = Event::Quorum {
+        from: sid,
+        generation,
+        msg,
+    };
+    if shared.events.send(event).await.is_err() {
+        return Ok(());
+    }
+    run(&shared, sid, generation, stream, buf, rx, close).await;
+    Ok(())
+}
+
+/// Carries connection `generation` to `peer` until it breaks (reported) or is closed
+/// or replaced here (not reported).
+async fn run(
+    shared: &Shared,
+    peer: Sid,
+    generation: u64,
+    stream: TcpStream,
+    rest: BytesMut,
+    mut rx: QueueRx,
+    mut close: oneshot::Receiver<()>,
+) {
+    let remote = stream
+        .peer_addr()
+        .map_or_else(|e| format!("(address unknown: {e})"), |a| a.to_string());
+    let (rd, wr) = stream.into_split();
+    tokio::select! {
+        biased;
+        _ = &mut close => return,
+        r = read_packets(shared, peer, generation, rd, rest) => match r {
+            Ok(()) => info!("quorum: server.{peer} at {remote} closed the connection"),
+            Err(e) => warn!("quorum connection to server.{peer} at {remote}: {e}; closed"),
+        },
+        w = write_packets(wr, &mut rx) => {
+            if let Err(e) = w {
+                info!("quorum connection to server.{peer} at {remote}: write failed: {e}");
+            }
+        }
+    }
+    let _ = shared.events.send(Event::Closed { peer, generation }).await;
+}
+
+async fn write_packets(mut wr: OwnedWriteHalf, rx: &mut QueueRx) -> io::Result<()> {
+    while let Some(first) = rx.recv().await {
+        link::write_batch(&mut wr, first, || rx.try_recv()).await?;
+    }
+    Ok(())
+}
+
+/// Reads packets (and a SNAP's stream) and passes each message to the inbox; `Ok` at a
+/// clean end.
+///
+/// Errors: a packet that does not decode or passes the bounds, a type the core has no
+/// message for, the connection closing inside a packet, a read error.
+async fn read_packets(
+    shared: &Shared,
+    peer: Sid,
+    generation: u64,
+    mut rd: OwnedReadHalf,
+    mut buf: BytesMut,
+) -> io::Result<()> {
+    // A SNAP packet's zxid and the walk over the stream after it, while one arrives.
+    let mut snap: Option<(u64, SnapScan)> = None;
+    loop {
+        loop {
+            let msg = if let Some((zxid, scan)) = snap.as_mut() {
+                let Some(end) = scan.scan(&buf).map_err(invalid)? else {
+                    break;
+                };
+                let snapshot = buf.split_to(end.used).freeze().slice(..end.stream_len);
+                let zxid = *zxid;
+                snap = None;
+                Message::Snap { zxid, snapshot }
+            } else {
+                let Some((packet, used)) =
+                    QuorumPacket::decode(&buf, shared.limits).map_err(invalid)?
+                else {
+                    break;
+                };
+                buf.advance(used);
+                match from_packet(&packet).map_err(invalid)? {
+                    Inbound::Message(m) => m,
+                    Inbound::Snap { zxid } => {
+                        let scan = SnapScan::new(shared.limits, shared.params.max_snapshot_bytes);
+                        snap = Some((zxid, scan));
+                        continue;
+                    }
+                }
+            };
+            let event = Event::Quorum {
+                from: peer,
+                generation,
+                msg,
+            };
+            if shared.events.send(event).await.is_err() {
+                return Ok(());
+            }
+        }
+        buf.reserve(READ_CHUNK);
+        if rd.read_buf(&mut buf).await? == 0 {
+            if buf.is_empty() && snap.is_none() {
+                return Ok(());
+            }
+            return Err(invalid(format!(
+                "closed inside a packet ({} bytes of it read)",
+                buf.len()
+            )));
+        }
+    }
+}
