@@ -13,6 +13,8 @@
 //! - [`txn`]: PROPOSAL / INFORM data, ZooKeeper's TxnHeader plus txn record, and the
 //!   one conversion between them and keel's [`crate::server::txn::Txn`].
 //! - [`config`]: the quorum config text notifications and NEWLEADER carry.
+//! - [`snap`]: the SNAP stream, ZooKeeper's DataTree serialization (also the body of
+//!   its snapshot files), written from and read into keel's tree.
 //! - [`reader`]: the offset-aware jute reader they decode with (the importer too).
 //!
 //! Numbers the core keeps unsigned (sids, zxids, epochs) are Java longs on the wire and
@@ -26,6 +28,7 @@ pub mod election;
 pub mod packet;
 pub mod quorum;
 pub mod reader;
+pub mod snap;
 pub mod txn;
 
 pub use self::reader::Malformed;
