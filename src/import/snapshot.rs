@@ -22,7 +22,7 @@ use crate::zab::wire::snap::read_stream;
 pub use crate::zab::wire::snap::{SNAP_MAGIC, SNAP_VERSION};
 use bytes::Bytes;
 use jute::Acl;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// Bytes of the 3.9+ lastProcessedZxid trailer: a long plus a seal (long, "/").
@@ -125,23 +125,9 @@ fn parse_checked(
                 p.children.insert(name.into());
             }
         }
-        let m = n.meta;
         nodes.insert(
             n.path.to_string(),
-            ZkNode {
-                data: n.data.map(Bytes::copy_from_slice),
-                acl: n.acl.clone(),
-                czxid: m.czxid,
-                mzxid: m.mzxid,
-                ctime: m.ctime,
-                mtime: m.mtime,
-                version: m.version,
-                child_creates: m.child_creates,
-                aversion: m.aversion,
-                ephemeral_owner: m.ephemeral_owner,
-                pzxid: m.pzxid,
-                children: BTreeSet::new(),
-            },
+            ZkNode::with_meta(n.data.map(Bytes::copy_from_slice), n.acl.clone(), &n.meta),
         );
         if nodes.len().is_multiple_of(100_000) {
             on_node(nodes.len());
