@@ -334,8 +334,11 @@ mod tests {
         ]
     }
 
-    /// Everything a znode holds, for comparing trees.
-    fn dump(t: &DataTree) -> Vec<(String, Option<Vec<u8>>, Vec<Acl>, ZnodeMeta, i32)> {
+    /// A znode's path, data, ACL, persisted fields and numChildren.
+    type Held = (String, Option<Vec<u8>>, Vec<Acl>, ZnodeMeta, i32);
+
+    /// Everything a tree's znodes hold, for comparing trees.
+    fn dump(t: &DataTree) -> Vec<Held> {
         t.nodes_after(None)
             .map(|e| {
                 let n = e.node();
