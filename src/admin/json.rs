@@ -341,12 +341,13 @@ pub fn run(name: &str, params: &HashMap<String, String>, view: &AdminView) -> Va
         }
         "get_trace_mask" => put("tracemask", json!(snap.trace_mask)),
         "hash" => {
-            // ZooKeeper's `ZxidDigest` as Jackson writes it; version 2 is its
+            // ZooKeeper's `ZxidDigest` as Jackson writes it, in its key order
+            // (measured against ZooKeeper 3.8); version 2 is its
             // `DigestCalculator.DIGEST_VERSION`, the scheme `digest_log` entries follow.
             let digests: Vec<Value> = snap
                 .digest_log
                 .iter()
-                .map(|(zxid, digest)| json!({"zxid": zxid, "digest_version": 2, "digest": digest}))
+                .map(|(zxid, digest)| json!({"zxid": zxid, "digest": digest, "digest_version": 2}))
                 .collect();
             put("digests", Value::Array(digests));
         }

@@ -262,6 +262,7 @@ pub fn build(server: &Server, config: &Config) -> ServerSnapshot {
             .iter()
             .map(|(s, paths)| (*s, paths.iter().cloned().collect()))
             .collect(),
+        digest_log: server.tree.digest_log().collect(),
         connection_expiry: connection_expiry(server),
         session_expiry: buckets
             .into_iter()

@@ -43,7 +43,11 @@ impl ZkNode {
         zxid: i64,
         time_ms: i64,
     ) -> ZkNode {
-        let m = ZnodeMeta::created(owner, zxid, time_ms);
+        ZkNode::with_meta(data, acl, &ZnodeMeta::created(owner, zxid, time_ms))
+    }
+
+    /// A childless znode with the persisted fields `m`.
+    pub fn with_meta(data: Option<Bytes>, acl: Arc<Vec<Acl>>, m: &ZnodeMeta) -> ZkNode {
         ZkNode {
             data,
             acl,

@@ -30,14 +30,13 @@ use super::txnlog::{Txn, TxnRecord};
 use crate::proto::opcode as op;
 use crate::proto::ErrorCode;
 use crate::tree::quota::{StatsTrack, LIMIT_NODE, QUOTA_ROOT, STAT_NODE};
-use crate::tree::{path, Owner};
+use crate::tree::{digest, path, Owner};
 use bytes::Bytes;
 use jute::Acl;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-/// The digest version keel computes (DigestCalculator.DIGEST_VERSION).
-pub const DIGEST_VERSION: i32 = 2;
+pub use crate::tree::digest::DIGEST_VERSION;
 
 /// ZooKeeper's tree digest and ours disagree after a txn.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,28 +102,9 @@ pub struct Replayed {
     pub dead_session_ephemerals: usize,
 }
 
-/// ZooKeeper's digest of one znode (DigestCalculator.calculateDigest): CRC-32 over the
-/// path ("" for the root), the data, and czxid, mzxid, pzxid, ctime, mtime, version,
-/// cversion, aversion, ephemeralOwner big-endian; 0 for znodes under `/zookeeper/`.
+/// ZooKeeper's digest of one znode ([`crate::tree::digest::node_digest`]).
 pub fn node_digest(path: &str, n: &ZkNode) -> i64 {
-    if path.starts_with("/zookeeper/") {
-        return 0;
-    }
-    let mut h = crc32fast::Hasher::new();
-    h.update(if path == "/" { b"" } else { path.as_bytes() });
-    if let Some(d) = &n.data {
-        h.update(d);
-    }
-    let mut b = Vec::with_capacity(60);
-    for v in [n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime] {
-        b.extend_from_slice(&v.to_be_bytes());
-    }
-    for v in [n.version, n.child_creates, n.aversion] {
-        b.extend_from_slice(&v.to_be_bytes());
-    }
-    b.extend_from_slice(&n.ephemeral_owner.to_be_bytes());
-    h.update(&b);
-    h.finalize() as i64
+    digest::node_digest(path.as_bytes(), n.data.as_deref().unwrap_or(&[]), &n.meta())
 }
 
 /// Ephemeral owner as DataTree indexes it: sessions only.

@@ -3,13 +3,9 @@
 //!
 //! Layout, every number big-endian jute:
 //! - FileHeader: int magic `ZKSN`, int version (2), long dbid.
-//! - Sessions: int count, then per session long id, int timeout (ms).
-//! - ACL cache: int count, then per entry long id, vector<ACL>. A znode refers to its
-//!   ACL by that id; -1 means world:anyone with every permission (OPEN_ACL_UNSAFE).
-//! - Znodes, parents before children: ustring path (the root is ""), then the DataNode:
-//!   buffer data, long ACL id, StatPersisted (long czxid, long mzxid, long ctime,
-//!   long mtime, int version, int cversion, int aversion, long ephemeralOwner,
-//!   long pzxid). The path "/" ends the list.
+//! - The DataTree stream a leader also sends after SNAP: sessions, the ACL table and
+//!   the znodes, ended by the path "/"; read by the one reader of that stream,
+//!   [`crate::zab::wire::snap::read_stream`].
 //! - Seal: long Adler-32 of every byte before it, then the ustring "/".
 //! - ZooKeeper 3.6+: the digest (long zxid, int digest version, then a long digest, or
 //!   a hex ustring for version < 2), then another seal over everything before it.
@@ -22,19 +18,15 @@
 
 use super::input::{adler32, Input, Malformed};
 use super::node::ZkNode;
+use crate::zab::wire::snap::read_stream;
+pub use crate::zab::wire::snap::{SNAP_MAGIC, SNAP_VERSION};
 use bytes::Bytes;
 use jute::Acl;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-/// `ZKSN` as ZooKeeper's FileSnap.SNAP_MAGIC.
-pub const SNAP_MAGIC: i32 = i32::from_be_bytes(*b"ZKSN");
-/// The snapshot format version every ZooKeeper 3.x writes.
-pub const SNAP_VERSION: i32 = 2;
 /// Bytes of the 3.9+ lastProcessedZxid trailer: a long plus a seal (long, "/").
 const LAST_ZXID_TRAILER_BYTES: usize = 8 + 8 + 4 + 1;
-/// The ACL id meaning OPEN_ACL_UNSAFE (ReferenceCountedACLCache.OPEN_UNSAFE_ACL_ID).
-pub const OPEN_ACL_ID: i64 = -1;
 
 /// The digest a 3.6+ snapshot carries (DataTree.ZxidDigest): ZooKeeper's tree digest
 /// after applying the txn `zxid`.
@@ -123,112 +115,25 @@ fn parse_checked(
     }
     let dbid = r.long("file header dbid")?;
 
-    let n = r.count("session count", 12)?;
-    let mut sessions = Vec::with_capacity(n);
-    for _ in 0..n {
-        let id = r.long("session id")?;
-        let timeout = r.int("session timeout")?;
-        sessions.push((id, timeout));
-    }
-
-    let n = r.count("ACL table size", 12)?;
-    let mut by_id: HashMap<i64, Arc<Vec<Acl>>> = HashMap::with_capacity(n + 1);
     let mut acls: HashMap<Vec<Acl>, Arc<Vec<Acl>>> = HashMap::new();
-    for _ in 0..n {
-        let id = r.long("ACL table id")?;
-        if r.clone().int("ACL list")? == -1 {
-            // ReferenceCountedACLCache.deserialize refuses a null list.
-            return Err(Malformed::at(
-                r.offset(),
-                "ACL table entry with a null ACL list",
-            ));
-        }
-        let list = r.acl_list("ACL list")?;
-        let shared = acls
-            .entry(list)
-            .or_insert_with_key(|k| Arc::new(k.clone()))
-            .clone();
-        by_id.insert(id, shared);
-    }
-    let open = acls
-        .entry(crate::tree::acl::open_acl())
-        .or_insert_with_key(|k| Arc::new(k.clone()))
-        .clone();
-
     let mut nodes: BTreeMap<String, ZkNode> = BTreeMap::new();
-    loop {
-        let at = r.offset();
-        let raw = r.path("znode path")?;
-        if raw == "/" {
-            break;
-        }
-        let path = if raw.is_empty() {
-            "/".to_string()
-        } else if raw.starts_with('/') && !raw.ends_with('/') {
-            raw
-        } else {
-            return Err(Malformed::at(
-                at,
-                format!("znode path {raw:?} is not absolute"),
-            ));
-        };
-        let data = r.buffer("znode data")?.map(Bytes::copy_from_slice);
-        let acl_at = r.offset();
-        let acl_id = r.long("znode ACL id")?;
-        let acl = if acl_id == OPEN_ACL_ID {
-            open.clone()
-        } else {
-            by_id.get(&acl_id).cloned().ok_or_else(|| {
-                Malformed::at(
-                    acl_at,
-                    format!("znode {path} refers to ACL id {acl_id}, which the ACL table lacks"),
-                )
-            })?
-        };
-        let node = ZkNode {
-            data,
-            acl,
-            czxid: r.long("czxid")?,
-            mzxid: r.long("mzxid")?,
-            ctime: r.long("ctime")?,
-            mtime: r.long("mtime")?,
-            version: r.int("version")?,
-            child_creates: r.int("cversion")?,
-            aversion: r.int("aversion")?,
-            ephemeral_owner: r.long("ephemeralOwner")?,
-            pzxid: r.long("pzxid")?,
-            children: BTreeSet::new(),
-        };
-        if path != "/" {
-            let (parent, name) = crate::tree::path::split(&path);
-            match nodes.get_mut(parent) {
-                Some(p) => {
-                    p.children.insert(name.into());
-                }
-                // DataTree.deserialize refuses this too ("unable to find parent").
-                None => {
-                    return Err(Malformed::at(
-                        at,
-                        format!("znode {path} comes before its parent {parent}"),
-                    ))
-                }
+    let sessions = read_stream(&mut r, &mut acls, &mut |n| {
+        if n.path != "/" {
+            let (parent, name) = crate::tree::path::split(n.path);
+            // The stream reader saw the parent first.
+            if let Some(p) = nodes.get_mut(parent) {
+                p.children.insert(name.into());
             }
-        } else if !nodes.is_empty() {
-            return Err(Malformed::at(at, "the root is not the first znode"));
         }
-        if nodes.insert(path.clone(), node).is_some() {
-            return Err(Malformed::at(at, format!("znode {path} appears twice")));
-        }
+        nodes.insert(
+            n.path.to_string(),
+            ZkNode::with_meta(n.data.map(Bytes::copy_from_slice), n.acl.clone(), &n.meta),
+        );
         if nodes.len().is_multiple_of(100_000) {
             on_node(nodes.len());
         }
-    }
-    if !nodes.contains_key("/") {
-        return Err(Malformed::at(
-            r.offset(),
-            "the snapshot holds no root znode",
-        ));
-    }
+        Ok(())
+    })?;
     check_seal(&mut r, "checksum after the znodes")?;
 
     // The 3.6+ digest and the 3.9+ lastProcessedZxid are optional trailers, each

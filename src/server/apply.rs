@@ -35,8 +35,15 @@ pub enum OpResult {
 }
 
 impl Server {
-    /// Applies a committed txn.
+    /// Applies a committed txn, then logs the tree digest after it
+    /// ([`crate::tree::DataTree::txn_applied`]).
     pub(crate) fn apply(&mut self, txn: &Txn) -> OpResult {
+        let r = self.apply_txn(txn);
+        self.tree.txn_applied(txn.zxid);
+        r
+    }
+
+    fn apply_txn(&mut self, txn: &Txn) -> OpResult {
         match &txn.op {
             TxnOp::CreateSession { timeout_ms, passwd } => {
                 self.sessions

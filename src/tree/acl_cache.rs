@@ -110,6 +110,14 @@ impl AclCache {
         }
     }
 
+    /// Every cached ACL with its id, in id order.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &Arc<Vec<Acl>>)> {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter_map(|(id, e)| e.as_ref().map(|e| (id as u32, &e.acl)))
+    }
+
     /// Distinct ACLs cached.
     pub fn len(&self) -> usize {
         self.ids.len()

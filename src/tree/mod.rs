@@ -7,6 +7,7 @@
 pub mod acl;
 pub mod acl_cache;
 pub mod children;
+pub mod digest;
 pub mod path;
 pub mod quota;
 pub mod snapshot;
@@ -18,7 +19,7 @@ use acl_cache::AclCache;
 pub use children::Children;
 use jute::{Acl, Id, Stat};
 use quota::StatsTrack;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 pub use znode::{Owner, Znode, ZnodeHeader, ZnodeMeta, ZnodeRef};
 pub use znode_set::{Entry, ZnodeSet};
@@ -46,6 +47,13 @@ pub struct DataTree {
     approximate_data_size: i64,
     /// The ACLs znodes refer to by id.
     acls: AclCache,
+    /// ZooKeeper's tree digest ([`digest`]): the wrapping sum of every counted
+    /// znode's digest, kept as each change applies.
+    digest: i64,
+    /// (zxid, tree digest) after each txn whose zxid is a multiple of
+    /// [`digest::DIGEST_LOG_INTERVAL`], oldest first, at most
+    /// [`digest::DIGEST_LOG_LIMIT`] (DataTree.digestLog).
+    digest_log: VecDeque<(i64, i64)>,
     /// Children counted while loading in path order ([`DataTree::insert_loaded`]) but not
     /// yet added to their parents' `numChildren`: one update per parent at the end
     /// ([`DataTree::finish_loading`]) instead of one per child (a million-child parent
@@ -55,6 +63,17 @@ pub struct DataTree {
     /// every [`LOAD_BATCH`] and by [`DataTree::finish_loading`] (sorted input needs no
     /// searches).
     loading: Vec<Znode>,
+}
+
+/// (before, after) digests of the znode at `path` with `data` whose Stat went from
+/// `old` to `new`: one hash of the znode, none when the Stat did not change or the
+/// znode is not counted.
+fn meta_change(path: &str, data: &[u8], old: &ZnodeMeta, new: &ZnodeMeta) -> (i64, i64) {
+    if old == new || !digest::counts(path.as_bytes()) {
+        return (0, 0);
+    }
+    let before = digest::node_digest(path.as_bytes(), data, old);
+    (before, digest::after_meta_change(before, old, new))
 }
 
 impl Default for DataTree {
@@ -100,6 +119,8 @@ impl DataTree {
             quota_paths: BTreeSet::new(),
             approximate_data_size: 0,
             acls: AclCache::new(),
+            digest: 0,
+            digest_log: VecDeque::new(),
             loading_children: HashMap::new(),
             loading: Vec::new(),
         }
@@ -135,6 +156,35 @@ impl DataTree {
     /// Sum of path and data lengths.
     pub fn approximate_data_size(&self) -> i64 {
         self.approximate_data_size
+    }
+
+    /// ZooKeeper's digest of the whole tree (DataTree.getTreeDigest), see [`digest`].
+    /// Kept incrementally: each change hashes only the znodes it touches.
+    pub fn digest(&self) -> i64 {
+        self.digest
+    }
+
+    /// Records the tree digest after the txn `zxid` applied, as DataTree.processTxn
+    /// does after each whole txn (a multi once, at its end): kept in the digest log
+    /// when `zxid` is a multiple of [`digest::DIGEST_LOG_INTERVAL`].
+    pub fn txn_applied(&mut self, zxid: i64) {
+        if zxid % digest::DIGEST_LOG_INTERVAL != 0 {
+            return;
+        }
+        if self.digest_log.len() == digest::DIGEST_LOG_LIMIT {
+            self.digest_log.pop_front();
+        }
+        self.digest_log.push_back((zxid, self.digest));
+    }
+
+    /// The digest log, (zxid, digest) oldest first: what `hash` prints.
+    pub fn digest_log(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        self.digest_log.iter().copied()
+    }
+
+    /// Every ACL in use, by id ([`ZnodeHeader::acl_id`]), in id order.
+    pub fn acls_in_use(&self) -> impl Iterator<Item = (u32, &Arc<Vec<Acl>>)> {
+        self.acls.iter()
     }
 
     /// Ephemeral paths owned by `session`, sorted.
@@ -176,8 +226,18 @@ impl DataTree {
     /// out and put back, in place when its record keeps its length (`f` must not
     /// change its path, which no `Znode` setter can).
     fn modify<R>(&mut self, path: &str, f: impl FnOnce(&mut Znode) -> R) -> Option<R> {
-        let mut node = Znode::from_ref(path.as_bytes(), self.nodes.get(path.as_bytes())?);
+        let old = self.nodes.get(path.as_bytes())?;
+        let mut node = Znode::from_ref(path.as_bytes(), old);
+        let old_meta = old.meta();
         let r = f(&mut node);
+        let new_meta = node.view().meta();
+        if new_meta != old_meta && digest::counts(path.as_bytes()) {
+            let before = digest::node_digest(path.as_bytes(), node.view().data_bytes(), &old_meta);
+            self.digest_changed(
+                before,
+                digest::after_meta_change(before, &old_meta, &new_meta),
+            );
+        }
         self.nodes.insert(&node);
         Some(r)
     }
@@ -186,8 +246,13 @@ impl DataTree {
     /// change in data length, or `None` if there is no such znode.
     fn replace_data(&mut self, path: &str, data: Option<&[u8]>) -> Option<i64> {
         let old = self.nodes.get(path.as_bytes())?;
-        let new = old.with_data_and_meta(path.as_bytes(), data, &old.meta());
+        let meta = old.meta();
+        let new = old.with_data_and_meta(path.as_bytes(), data, &meta);
         let delta = new.view().data_len() as i64 - old.data_len() as i64;
+        self.digest_changed(
+            digest::node_digest(path.as_bytes(), old.data_bytes(), &meta),
+            digest::node_digest(path.as_bytes(), new.view().data_bytes(), &meta),
+        );
         self.nodes.insert(&new);
         self.approximate_data_size += delta;
         Some(delta)
@@ -213,11 +278,17 @@ impl DataTree {
         if self.get(path).is_some() {
             return Err(ErrorCode::NodeExists);
         }
-        if !self.nodes.update_fields(parent_path.as_bytes(), |parent| {
-            parent.child_created(parent_creates, zxid)
-        }) {
+        let Some(parent_change) =
+            self.nodes
+                .update_fields(parent_path.as_bytes(), |parent, data| {
+                    let old = parent.meta;
+                    parent.child_created(parent_creates, zxid);
+                    meta_change(parent_path, data, &old, &parent.meta)
+                })
+        else {
             return Err(ErrorCode::NoNode);
-        }
+        };
+        self.digest_changed(parent_change.0, parent_change.1);
         let data_len = data.map_or(0, <[u8]>::len) as i64;
         let acl = self.acls.acquire(acl);
         // Normally none: only znodes a fuzzy snapshot loaded below a then-missing
@@ -227,6 +298,11 @@ impl DataTree {
         let node = Znode::new(path, data, acl, &meta, children);
         let stat = node.view().stat();
         self.nodes.insert(&node);
+        self.digest = self.digest.wrapping_add(digest::node_digest(
+            path.as_bytes(),
+            data.unwrap_or(&[]),
+            &meta,
+        ));
         self.approximate_data_size += path.len() as i64 + data_len;
         self.index(path, Owner::from_raw(owner));
         self.on_quota_node_created(parent_path, name);
@@ -263,12 +339,24 @@ impl DataTree {
         let Some(node) = self.nodes.remove(path.as_bytes()) else {
             return;
         };
-        self.acls.release(node.view().acl_id());
-        self.approximate_data_size -= (path.len() + node.view().data_len()) as i64;
+        let gone = node.view();
+        self.acls.release(gone.acl_id());
+        self.approximate_data_size -= (path.len() + gone.data_len()) as i64;
+        self.digest = self.digest.wrapping_sub(digest::node_digest(
+            path.as_bytes(),
+            gone.data_bytes(),
+            &gone.meta(),
+        ));
         if path != "/" {
             let parent = path::split(path).0;
-            self.nodes
-                .update_fields(parent.as_bytes(), |p| p.child_removed(pzxid));
+            let change = self.nodes.update_fields(parent.as_bytes(), |p, data| {
+                let old = p.meta;
+                p.child_removed(pzxid);
+                meta_change(parent, data, &old, &p.meta)
+            });
+            if let Some((before, after)) = change {
+                self.digest_changed(before, after);
+            }
         }
     }
 
@@ -294,6 +382,10 @@ impl DataTree {
         let node = old.with_data_and_meta(path.as_bytes(), data, &meta);
         let stat = node.view().stat();
         let delta = stat.data_length as i64 - old.data_len() as i64;
+        self.digest_changed(
+            digest::node_digest(path.as_bytes(), old.data_bytes(), &old.meta()),
+            digest::node_digest(path.as_bytes(), data.unwrap_or(&[]), &meta),
+        );
         self.nodes.insert(&node);
         self.approximate_data_size += delta;
         self.update_quota_usage(path, 0, delta);
@@ -359,6 +451,11 @@ impl DataTree {
             let _ = self.delete(&p, zxid);
         }
         let _ = self.delete(path, zxid);
+    }
+
+    /// One znode's digest went from `before` to `after`.
+    fn digest_changed(&mut self, before: i64, after: i64) {
+        self.digest = self.digest.wrapping_sub(before).wrapping_add(after);
     }
 
     /// Adds `path` to the ephemeral, container or TTL index its owner calls for.
@@ -445,6 +542,11 @@ impl DataTree {
         }
         let acl = self.acls.acquire(acl);
         self.approximate_data_size += (path.len() + data.map_or(0, <[u8]>::len)) as i64;
+        self.digest = self.digest.wrapping_add(digest::node_digest(
+            path.as_bytes(),
+            data.unwrap_or(&[]),
+            meta,
+        ));
         self.index(path, Owner::from_raw(meta.ephemeral_owner));
         if path != "/" {
             let (parent, name) = path::split(path);
@@ -746,6 +848,71 @@ mod tests {
         t.delete("/n", 4).unwrap();
         assert_eq!(t.acls.len(), 2);
         assert_eq!(t.acl(t.get("/m").unwrap()).as_ref(), &acl::open_acl());
+    }
+
+    /// The digest hashed from scratch over every znode.
+    fn full_digest(t: &DataTree) -> i64 {
+        t.nodes_after(None).fold(0i64, |sum, e| {
+            let n = e.node();
+            sum.wrapping_add(digest::node_digest(
+                e.path().as_bytes(),
+                n.data_bytes(),
+                &n.meta(),
+            ))
+        })
+    }
+
+    #[test]
+    fn digest_log_keeps_every_128th_zxid_up_to_its_limit() {
+        let mut t = DataTree::new();
+        t.create("/a", None, &open(), 0, 1, 0x80, 5).unwrap();
+        t.txn_applied(0x80);
+        t.txn_applied(0x81);
+        assert_eq!(t.digest_log().collect::<Vec<_>>(), [(0x80, t.digest())]);
+        for i in 2..=(digest::DIGEST_LOG_LIMIT as i64 + 1) {
+            t.txn_applied(i * 0x80);
+        }
+        let log: Vec<_> = t.digest_log().collect();
+        assert_eq!(log.len(), digest::DIGEST_LOG_LIMIT);
+        assert_eq!(log[0].0, 2 * 0x80);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// The digest kept change by change equals the digest hashed from scratch,
+        /// through every kind of change (creates below the system nodes and quota
+        /// nodes included, deletes, data and ACL changes, replay forms, loading).
+        #[test]
+        fn digest_kept_incrementally_equals_hashing_the_whole_tree(
+            ops in proptest::collection::vec((0..7u8, 0..6usize, 0..3usize, 0..300usize), 1..200)
+        ) {
+            const PATHS: [&str; 6] = ["/a", "/a/b", "/a-b", "/zookeeper/x", "/zookeeper/quota/a", "/"];
+            let mut t = DataTree::new();
+            let mut zxid = 1;
+            for (kind, p, child, size) in ops {
+                zxid += 1;
+                let base = PATHS[p];
+                let path = if child == 0 || base == "/" { base.to_string() } else { format!("{base}/c{child}") };
+                let path = if path == "/" { format!("/r{child}") } else { path };
+                let data = vec![size as u8; size];
+                match kind {
+                    0 | 1 => { let _ = t.create(&path, Some(&data), &open(), (size % 3) as i64, child as i32 + 1, zxid, zxid * 7); }
+                    2 => { let _ = t.delete(&path, zxid); }
+                    3 => { let _ = t.set_data(&path, Some(&data), size as i32, zxid, zxid * 9); }
+                    4 => { let _ = t.set_acl(&path, &Arc::new(vec![]), size as i32); }
+                    5 => { let _ = t.create_or_replace(&path, None, &open(), 0, 2, zxid, 1); }
+                    _ => t.delete_if_present(&path, zxid),
+                }
+                proptest::prop_assert_eq!(t.digest(), full_digest(&t));
+            }
+            let mut loaded = DataTree::empty();
+            for e in t.nodes_after(None) {
+                let n = e.node();
+                loaded.insert_loaded(&e.path(), n.data(), t.acl(n), &n.meta());
+            }
+            loaded.finish_loading();
+            proptest::prop_assert_eq!(loaded.digest(), t.digest());
+        }
     }
 
     proptest::proptest! {

@@ -558,35 +558,34 @@ impl ZnodeSet {
     /// decoded and changes them. The new header overwrites the old one in its leaf when
     /// it is as long, as it nearly always is (a varint grows a byte only past 2^7,
     /// 2^14, ...); else the znode is rebuilt and put back. No owned copy of the znode,
-    /// one search: a parent's update on every create and delete. Returns `false`,
-    /// without calling `f`, if there is no such znode.
-    pub(super) fn update_fields(&mut self, path: &[u8], f: impl FnOnce(&mut Fields)) -> bool {
-        let Some((_, bytes)) = leaf_for(&mut self.leaves, path) else {
-            return false;
-        };
+    /// one search: a parent's update on every create and delete. `f` also gets the
+    /// znode's data (to hash it, see [`super::digest`]); its result is returned.
+    /// Returns `None`, without calling `f`, if there is no such znode.
+    pub(super) fn update_fields<R>(
+        &mut self,
+        path: &[u8],
+        f: impl FnOnce(&mut Fields, &[u8]) -> R,
+    ) -> Option<R> {
+        let (_, bytes) = leaf_for(&mut self.leaves, path)?;
         let leaf = Leaf::parse(bytes);
-        let Some(key) = path.strip_prefix(leaf.prefix) else {
-            return false;
-        };
-        let Some((_, end, node)) = leaf.records().find(|(_, _, n)| n.key() >= key) else {
-            return false;
-        };
+        let key = path.strip_prefix(leaf.prefix)?;
+        let (_, end, node) = leaf.records().find(|(_, _, n)| n.key() >= key)?;
         if node.key() != key {
-            return false;
+            return None;
         }
         // The record's body ends where the record does.
         let at = end - node.bytes().len();
         let start = node.header_start();
         let (mut fields, data_at) = node.fields();
-        f(&mut fields);
+        let r = f(&mut fields, &node.bytes()[data_at..]);
         let (header, len) = znode::header(&fields, leaf.base);
         if len == data_at - start {
             bytes[at + start..at + data_at].copy_from_slice(&header[..len]);
-            return true;
+            return Some(r);
         }
         let rebuilt = Znode::build(path, &fields, &node.bytes()[data_at..]);
         self.insert(&rebuilt);
-        true
+        Some(r)
     }
 
     /// Takes the znode at `path` out; `None` if there is none.
@@ -893,7 +892,7 @@ mod tests {
                         }
                     }
                     Op::Update(p, s) => {
-                        let found = set.update_fields(p.as_bytes(), change(s));
+                        let found = set.update_fields(p.as_bytes(), |f, _| change(s)(f)).is_some();
                         let want = model.get_mut(&p).map(|z| z.update(change(s)));
                         prop_assert_eq!(found, want.is_some());
                         probes.push(p);

@@ -297,7 +297,7 @@ impl Client {
     }
 
     /// One request, one reply; a nonzero reply error is returned as the error.
-    fn call(&mut self, op_type: i32, body: &dyn Fn(&mut BytesMut)) -> ZkResult<Vec<u8>> {
+    pub fn call(&mut self, op_type: i32, body: &dyn Fn(&mut BytesMut)) -> ZkResult<Vec<u8>> {
         let xid = self.next_xid;
         self.next_xid += 1;
         self.send(xid, op_type, body)?;

@@ -15,6 +15,8 @@
 //! - [`snap_frame`]: where the DataTree stream after a SNAP packet ends (it has no
 //!   length in front), for the runtime that reads it off the quorum port.
 //! - [`config`]: the quorum config text notifications and NEWLEADER carry.
+//! - [`snap`]: the SNAP stream, ZooKeeper's DataTree serialization (also the body of
+//!   its snapshot files), written from and read into keel's tree.
 //! - [`reader`]: the offset-aware jute reader they decode with (the importer too).
 //!
 //! Numbers the core keeps unsigned (sids, zxids, epochs) are Java longs on the wire and
@@ -28,6 +30,7 @@ pub mod election;
 pub mod packet;
 pub mod quorum;
 pub mod reader;
+pub mod snap;
 pub mod snap_frame;
 pub mod txn;
 

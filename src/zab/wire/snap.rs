@@ -1,0 +1,514 @@
+//! ZooKeeper's DataTree serialization: the stream a leader writes after a SNAP packet
+//! and the body of a snapshot file (ZAB-WIRE.md §4.4; SerializeUtils.serializeSnapshot,
+//! DataTree.serialize, ReferenceCountedACLCache.serialize, DataNode.serialize,
+//! FileSnap.serialize). Every number big-endian jute:
+//!
+//! ```text
+//! int nSessions; { long sessionId; int timeoutMs }*
+//! int nAcls;     { long aclRef; vector<ACL{int perms; Id{ustring scheme; ustring id}}> }*
+//! { ustring path; buffer data; long aclRef;
+//!   StatPersisted{long czxid, mzxid, ctime, mtime; int version, cversion, aversion;
+//!                 long ephemeralOwner, pzxid} }*
+//! ustring "/"
+//! ```
+//!
+//! - Znodes come parents first (ZooKeeper writes a depth-first pre-order, keel path
+//!   order; either reads back). The root's path is "", the `/zookeeper` subtree is
+//!   included. aclRef -1 is OPEN_ACL_UNSAFE; cversion is the stored child-create count
+//!   (keel's `child_creates`); ephemeralOwner keeps the container and TTL encodings.
+//! - After a SNAP packet the leader writes this stream, then the ustring
+//!   [`SIGNATURE`] (LearnerHandler), which the learner checks (Learner.syncWithLeader).
+//!   The SNAP stream carries no digest or checksum: ZooKeeper 3.8 writes the tree
+//!   digest only into snapshot files. [`write_snapshot`] and [`read_snapshot`] are
+//!   exactly the bytes between the SNAP packet and the next packet.
+//! - A snapshot file is FileHeader{int `ZKSN`, int 2, long dbid -1}, this stream, a
+//!   seal (long Adler-32 of every byte before it, ustring "/"), then in 3.6+ the
+//!   ZxidDigest{long zxid, int version 2, long digest} and another seal
+//!   ([`write_snapshot_file`]; the importer reads whole files,
+//!   [`crate::import::snapshot`], with [`read_stream`]).
+//!
+//! Malformed input is a [`Malformed`] naming the byte offset, never a panic.
+
+use super::reader::{Input, Malformed};
+use crate::tree::{acl, digest, path, DataTree, ZnodeMeta};
+use bytes::{BufMut, BytesMut};
+use jute::codec::Encoder;
+use jute::{Acl, Record};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// What the leader writes after the stream and the learner checks
+/// (LearnerHandler / Learner.syncWithLeader).
+pub const SIGNATURE: &str = "BenWasHere";
+/// The aclRef meaning OPEN_ACL_UNSAFE (ReferenceCountedACLCache.OPEN_UNSAFE_ACL_ID).
+pub const OPEN_ACL_REF: i64 = -1;
+/// `ZKSN` (FileSnap.SNAP_MAGIC).
+pub const SNAP_MAGIC: i32 = i32::from_be_bytes(*b"ZKSN");
+/// The snapshot file format version every ZooKeeper 3.x writes (FileSnap.VERSION).
+pub const SNAP_VERSION: i32 = 2;
+/// The dbid ZooKeeper writes in a snapshot's FileHeader (FileSnap.dbId).
+pub const SNAP_DBID: i64 = -1;
+
+/// One znode as the stream carries it, for [`read_stream`]'s callback: `path` in
+/// keel's form ("/" for the root), `data` `None` for null.
+#[derive(Debug)]
+pub struct StreamNode<'a, 'b> {
+    pub path: &'b str,
+    pub data: Option<&'a [u8]>,
+    pub acl: &'b Arc<Vec<Acl>>,
+    pub meta: ZnodeMeta,
+    /// The byte offset of its path, for errors the callback reports.
+    pub offset: usize,
+}
+
+/// Writes `tree` and `sessions` (session id, timeout ms) as the stream, up to and
+/// including the closing "/", in path order.
+pub fn write_stream(tree: &DataTree, sessions: &[(i64, i32)], out: &mut BytesMut) {
+    out.put_i32(sessions.len() as i32);
+    for &(id, timeout_ms) in sessions {
+        out.put_i64(id);
+        out.put_i32(timeout_ms);
+    }
+    // OPEN_ACL_UNSAFE is written as -1 and left out of the table, as ZooKeeper does
+    // for its system nodes; the others by keel's id + 1 (ZooKeeper's ids start at 1).
+    let open = acl::open_acl();
+    let table: Vec<(u32, &Arc<Vec<Acl>>)> = tree
+        .acls_in_use()
+        .filter(|(_, a)| a.as_slice() != open.as_slice())
+        .collect();
+    out.put_i32(table.len() as i32);
+    let acl_ref = |id: u32| i64::from(id) + 1;
+    for &(id, a) in &table {
+        out.put_i64(acl_ref(id));
+        a.as_ref().encode(out);
+    }
+    for e in tree.nodes_after(None) {
+        let n = e.node();
+        let p = e.path();
+        out.ustring(if p == "/" { "" } else { &p });
+        match n.data() {
+            Some(d) => out.buffer(d),
+            None => out.int(-1),
+        }
+        let h = n.header();
+        let is_open = tree.acl_by_id(h.acl_id).as_slice() == open.as_slice();
+        out.put_i64(if is_open {
+            OPEN_ACL_REF
+        } else {
+            acl_ref(h.acl_id)
+        });
+        let m = h.meta;
+        out.put_i64(m.czxid);
+        out.put_i64(m.mzxid);
+        out.put_i64(m.ctime);
+        out.put_i64(m.mtime);
+        out.put_i32(m.version);
+        out.put_i32(m.child_creates);
+        out.put_i32(m.aversion);
+        out.put_i64(m.ephemeral_owner);
+        out.put_i64(m.pzxid);
+    }
+    out.ustring("/");
+}
+
+/// The bytes a ZooKeeper 3.8 learner reads after a SNAP packet: the stream of `tree`
+/// and `sessions` (session id, timeout ms), then [`SIGNATURE`].
+pub fn write_snapshot(tree: &DataTree, sessions: &[(i64, i32)], out: &mut BytesMut) {
+    write_stream(tree, sessions, out);
+    out.ustring(SIGNATURE);
+}
+
+/// A whole ZooKeeper 3.8 snapshot file (`version-2/snapshot.<zxid hex>`): FileHeader,
+/// the stream, a seal, the ZxidDigest of `tree` after `zxid` (the last txn it
+/// reflects) and a seal (FileSnap.serialize).
+pub fn write_snapshot_file(tree: &DataTree, sessions: &[(i64, i32)], zxid: i64) -> BytesMut {
+    let mut out = BytesMut::new();
+    out.put_i32(SNAP_MAGIC);
+    out.put_i32(SNAP_VERSION);
+    out.put_i64(SNAP_DBID);
+    write_stream(tree, sessions, &mut out);
+    seal(&mut out);
+    out.put_i64(zxid);
+    out.put_i32(digest::DIGEST_VERSION);
+    out.put_i64(tree.digest());
+    seal(&mut out);
+    out
+}
+
+/// SnapStream.sealStream: the Adler-32 of every byte so far, then "/".
+fn seal(out: &mut BytesMut) {
+    let sum = crate::import::input::adler32(out);
+    out.put_i64(sum);
+    out.ustring("/");
+}
+
+/// Reads the stream at `r` up to and including its closing "/", calling `on_node` for
+/// each znode in stream order; returns the sessions (id, timeout ms) in stream order.
+/// Equal ACL lists share one allocation through `acls`.
+///
+/// Errors (each with its offset): truncation; a null ACL list in the table
+/// (ReferenceCountedACLCache.deserialize); a path that is not absolute (the root is
+/// ""); the root not first; a znode before its parent (DataTree.deserialize: "unable
+/// to find parent") or twice; an aclRef the table lacks; no root; and whatever
+/// `on_node` returns.
+pub fn read_stream<'a>(
+    r: &mut Input<'a>,
+    acls: &mut HashMap<Vec<Acl>, Arc<Vec<Acl>>>,
+    on_node: &mut dyn FnMut(StreamNode<'a, '_>) -> Result<(), Malformed>,
+) -> Result<Vec<(i64, i32)>, Malformed> {
+    let n = r.count("session count", 12)?;
+    let mut sessions = Vec::with_capacity(n);
+    for _ in 0..n {
+        let id = r.long("session id")?;
+        let timeout = r.int("session timeout")?;
+        sessions.push((id, timeout));
+    }
+
+    let n = r.count("ACL table size", 12)?;
+    let mut by_ref: HashMap<i64, Arc<Vec<Acl>>> = HashMap::with_capacity(n);
+    for _ in 0..n {
+        let id = r.long("ACL table id")?;
+        if r.clone().int("ACL list")? == -1 {
+            return Err(Malformed::at(
+                r.offset(),
+                "ACL table entry with a null ACL list",
+            ));
+        }
+        let list = r.acl_list("ACL list")?;
+        let shared = acls
+            .entry(list)
+            .or_insert_with_key(|k| Arc::new(k.clone()))
+            .clone();
+        by_ref.insert(id, shared);
+    }
+    let open = acls
+        .entry(acl::open_acl())
+        .or_insert_with_key(|k| Arc::new(k.clone()))
+        .clone();
+
+    // Every path read so far: ZooKeeper looks each parent up among the znodes already
+    // read, in whatever order its depth-first walk wrote them.
+    let mut seen: HashSet<Box<str>> = HashSet::new();
+    loop {
+        let at = r.offset();
+        let raw = r.path("znode path")?;
+        if raw == "/" {
+            break;
+        }
+        let node_path = if raw.is_empty() {
+            "/".to_string()
+        } else if raw.starts_with('/') && !raw.ends_with('/') {
+            raw
+        } else {
+            return Err(Malformed::at(
+                at,
+                format!("znode path {raw:?} is not absolute"),
+            ));
+        };
+        if node_path == "/" {
+            if !seen.is_empty() {
+                return Err(Malformed::at(at, "the root is not the first znode"));
+            }
+        } else {
+            let parent = path::split(&node_path).0;
+            if !seen.contains(parent) {
+                return Err(Malformed::at(
+                    at,
+                    format!("znode {node_path} comes before its parent {parent}"),
+                ));
+            }
+        }
+        if seen.contains(node_path.as_str()) {
+            return Err(Malformed::at(
+                at,
+                format!("znode {node_path} appears twice"),
+            ));
+        }
+        let data = r.buffer("znode data")?;
+        let acl_at = r.offset();
+        let acl_ref = r.long("znode ACL id")?;
+        let acl = if acl_ref == OPEN_ACL_REF {
+            &open
+        } else {
+            by_ref.get(&acl_ref).ok_or_else(|| {
+                Malformed::at(
+                    acl_at,
+                    format!(
+                        "znode {node_path} refers to ACL id {acl_ref}, which the ACL table lacks"
+                    ),
+                )
+            })?
+        };
+        let czxid = r.long("czxid")?;
+        let mzxid = r.long("mzxid")?;
+        let ctime = r.long("ctime")?;
+        let mtime = r.long("mtime")?;
+        let version = r.int("version")?;
+        let child_creates = r.int("cversion")?;
+        let aversion = r.int("aversion")?;
+        let ephemeral_owner = r.long("ephemeralOwner")?;
+        let pzxid = r.long("pzxid")?;
+        on_node(StreamNode {
+            path: &node_path,
+            data,
+            acl,
+            meta: ZnodeMeta {
+                czxid,
+                mzxid,
+                pzxid,
+                ctime,
+                mtime,
+                version,
+                child_creates,
+                aversion,
+                ephemeral_owner,
+            },
+            offset: at,
+        })?;
+        seen.insert(node_path.into_boxed_str());
+    }
+    if !seen.contains("/") {
+        return Err(Malformed::at(
+            r.offset(),
+            "the snapshot holds no root znode",
+        ));
+    }
+    Ok(sessions)
+}
+
+/// Reads what [`write_snapshot`] writes (the bytes a learner reads after a SNAP
+/// packet: the stream, then [`SIGNATURE`]) into a tree and its sessions (id, timeout
+/// ms). The tree's digest is computed as it loads ([`DataTree::digest`]).
+///
+/// Errors: those of [`read_stream`], a signature other than [`SIGNATURE`] ("Missing
+/// signature" in Learner.syncWithLeader), or bytes after it.
+pub fn read_snapshot(bytes: &[u8]) -> Result<(DataTree, Vec<(i64, i32)>), Malformed> {
+    let mut r = Input::new(bytes);
+    let mut tree = DataTree::empty();
+    let mut acls = HashMap::new();
+    let sessions = read_stream(&mut r, &mut acls, &mut |n| {
+        tree.insert_loaded(n.path, n.data, n.acl, &n.meta);
+        Ok(())
+    })?;
+    tree.finish_loading();
+    let at = r.offset();
+    let signature = r.ustring("signature")?;
+    if signature != SIGNATURE {
+        return Err(Malformed::at(
+            at,
+            format!("signature {signature:?} is not {SIGNATURE:?}: missing signature"),
+        ));
+    }
+    if r.remaining() > 0 {
+        return Err(Malformed::at(
+            r.offset(),
+            format!("{} unexpected bytes after the signature", r.remaining()),
+        ));
+    }
+    Ok((tree, sessions))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tree::znode::CONTAINER_OWNER;
+    use crate::tree::Owner;
+    use jute::Id;
+    use proptest::prelude::*;
+
+    fn acls() -> [Arc<Vec<Acl>>; 3] {
+        let one = |perms, scheme: &str, id: &str| Acl {
+            perms,
+            id: Id {
+                scheme: scheme.into(),
+                id: id.into(),
+            },
+        };
+        [
+            Arc::new(acl::open_acl()),
+            Arc::new(vec![one(1, "world", "anyone")]),
+            Arc::new(vec![
+                one(31, "digest", "u:Eq8iQ8eK6aT0bL6vX2gkM3m3mWc="),
+                one(1, "ip", "127.0.0.1"),
+            ]),
+        ]
+    }
+
+    /// A znode's path, data, ACL, persisted fields and numChildren.
+    type Held = (String, Option<Vec<u8>>, Vec<Acl>, ZnodeMeta, i32);
+
+    /// Everything a tree's znodes hold, for comparing trees.
+    fn dump(t: &DataTree) -> Vec<Held> {
+        t.nodes_after(None)
+            .map(|e| {
+                let n = e.node();
+                (
+                    e.path(),
+                    n.data().map(<[u8]>::to_vec),
+                    t.acl(n).as_ref().clone(),
+                    n.meta(),
+                    n.num_children(),
+                )
+            })
+            .collect()
+    }
+
+    fn assert_same(a: &DataTree, b: &DataTree) {
+        assert_eq!(dump(a), dump(b));
+        assert_eq!(a.all_ephemerals(), b.all_ephemerals());
+        assert_eq!(a.containers(), b.containers());
+        assert_eq!(a.ttls(), b.ttls());
+        assert_eq!(a.digest(), b.digest());
+        assert_eq!(a.approximate_data_size(), b.approximate_data_size());
+    }
+
+    /// A tree built by random creates (persistent, ephemeral, container, TTL, null and
+    /// empty data), data and ACL changes and deletes.
+    fn tree_from(ops: &[(u8, usize, usize, u16)]) -> DataTree {
+        const NAMES: [&str; 4] = ["a", "a-b", "b", "zookeeper"];
+        let acls = acls();
+        let mut t = DataTree::new();
+        let mut zxid = 0x1_0000_0000;
+        for &(kind, p, q, v) in ops {
+            zxid += 1;
+            let path = match q % 3 {
+                0 => format!("/{}", NAMES[p % 4]),
+                1 => format!("/{}/{}", NAMES[p % 4], NAMES[q % 4]),
+                _ => format!(
+                    "/{}/{}/{}",
+                    NAMES[p % 4],
+                    NAMES[q % 4],
+                    NAMES[v as usize % 4]
+                ),
+            };
+            let data = match v % 3 {
+                0 => None,
+                1 => Some(vec![]),
+                _ => Some(vec![v as u8; v as usize % 200]),
+            };
+            match kind % 6 {
+                0..=2 => {
+                    let owner = match v % 4 {
+                        0 => 0,
+                        1 => 0x100 + i64::from(v % 3),
+                        2 => CONTAINER_OWNER,
+                        _ => Owner::Ttl(i64::from(v) * 1000).to_raw(),
+                    };
+                    let _ = t.create(
+                        &path,
+                        data.as_deref(),
+                        &acls[q % 3],
+                        owner,
+                        i32::from(v),
+                        zxid,
+                        zxid * 3,
+                    );
+                }
+                3 => {
+                    let _ = t.set_data(&path, data.as_deref(), i32::from(v), zxid, zxid * 5);
+                }
+                4 => {
+                    let _ = t.set_acl(&path, &acls[p % 3], i32::from(v));
+                }
+                _ => {
+                    let _ = t.delete(&path, zxid);
+                }
+            }
+        }
+        t
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// keel -> bytes -> keel keeps every znode (path, data, ACL, every Stat field,
+        /// numChildren), the ephemeral, container and TTL indexes, the digest and the
+        /// sessions; and every cut of the bytes is refused, never a panic.
+        #[test]
+        fn a_tree_round_trips_and_every_truncation_is_refused(
+            ops in proptest::collection::vec((0..6u8, 0..4usize, 0..12usize, 0..1000u16), 0..120),
+            sessions in proptest::collection::vec((any::<i64>(), any::<i32>()), 0..5),
+        ) {
+            let t = tree_from(&ops);
+            let mut bytes = BytesMut::new();
+            write_snapshot(&t, &sessions, &mut bytes);
+            let (back, got) = read_snapshot(&bytes).unwrap();
+            assert_same(&t, &back);
+            prop_assert_eq!(&got, &sessions);
+            for cut in (0..bytes.len()).step_by(7) {
+                prop_assert!(read_snapshot(&bytes[..cut]).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn a_snapshot_file_reads_back_through_the_importer_with_its_digest() {
+        let t = tree_from(&[(0, 0, 0, 5), (1, 0, 1, 2), (2, 1, 0, 7), (3, 0, 0, 11)]);
+        let file = write_snapshot_file(&t, &[(0x100, 30_000)], 0x1_0000_0009);
+        let snap = crate::import::snapshot::parse(&file, 0x1_0000_0009, &mut |_| {}).unwrap();
+        let d = snap.digest.unwrap();
+        assert_eq!(
+            (d.zxid, d.version, d.digest),
+            (0x1_0000_0009, 2, t.digest())
+        );
+        assert_eq!(snap.sessions, [(0x100, 30_000)]);
+        assert_eq!(snap.nodes.len(), t.node_count());
+        let a = &snap.nodes["/a"];
+        assert_eq!(
+            (a.ephemeral_owner, a.acl.as_ref()),
+            (
+                t.get("/a").unwrap().ephemeral_owner(),
+                t.acl(t.get("/a").unwrap()).as_ref()
+            )
+        );
+    }
+
+    #[test]
+    fn malformed_streams_are_refused_with_their_offset() {
+        let t = tree_from(&[(0, 0, 0, 5), (0, 0, 4, 6)]);
+        let mut good = BytesMut::new();
+        write_snapshot(&t, &[], &mut good);
+        let err = |b: &[u8]| read_snapshot(b).unwrap_err().to_string();
+
+        let mut bad_sig = good[..good.len() - SIGNATURE.len()].to_vec();
+        bad_sig.extend_from_slice(b"BenWasHerf");
+        assert!(
+            err(&bad_sig).contains("missing signature"),
+            "{}",
+            err(&bad_sig)
+        );
+
+        let mut extra = good.to_vec();
+        extra.push(0);
+        assert!(err(&extra).contains("unexpected bytes"));
+
+        // A child before its parent, an unknown aclRef, a relative path.
+        let node = |w: &mut BytesMut, path: &str, acl_ref: i64| {
+            w.ustring(path);
+            w.int(-1);
+            w.put_i64(acl_ref);
+            w.put_bytes(0, 8 * 4 + 4 * 3 + 8 * 2);
+        };
+        for (paths, acl_ref, want) in [
+            (&["", "/a/b"][..], -1, "comes before its parent /a"),
+            (&["", "/a"][..], 7, "ACL id 7, which the ACL table lacks"),
+            (&["", "a"][..], -1, "is not absolute"),
+            (&["/a"][..], -1, "comes before its parent /"),
+            (&["", "/a", "/a"][..], -1, "appears twice"),
+            (&[][..], -1, "no root znode"),
+        ] {
+            let mut w = BytesMut::new();
+            w.put_i32(0);
+            w.put_i32(0);
+            for p in paths {
+                node(&mut w, p, acl_ref);
+            }
+            w.ustring("/");
+            w.ustring(SIGNATURE);
+            assert!(err(&w).contains(want), "{paths:?}: {}", err(&w));
+        }
+        // A count too large for the bytes does not allocate.
+        let mut w = BytesMut::new();
+        w.put_i32(i32::MAX);
+        assert!(err(&w).contains("session count"));
+    }
+}
