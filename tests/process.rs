@@ -231,11 +231,12 @@ fn bad_config_names_key_and_line() {
 }
 
 #[test]
-fn an_ensemble_config_is_refused_until_keel_forms_ensembles() {
+fn an_ensemble_member_without_its_server_line_is_refused() {
     let dir = temp_dir("ensemble-cfg");
     let data = dir.join("data");
     std::fs::create_dir_all(&data).unwrap();
-    std::fs::write(data.join("myid"), "1\n").unwrap();
+    // ZooKeeper 3.8: "My id 4 not in the peer list".
+    std::fs::write(data.join("myid"), "4\n").unwrap();
     let port = free_port();
     let cfg = dir.join("zoo.cfg");
     std::fs::write(
@@ -257,7 +258,7 @@ fn an_ensemble_config_is_refused_until_keel_forms_ensembles() {
     let (status, err) = run_to_exit(&cfg);
     assert!(!status.success());
     assert!(
-        err.contains("ensemble") && err.contains("server.1, server.2, server.3"),
+        err.contains("myid is 4") && err.contains("no server.4 line"),
         "{err}"
     );
     assert!(

@@ -20,6 +20,7 @@ use crate::net::peer::{PeerInbox, PeerNet, PeerParams};
 use crate::net::zab_persist::{self, ZabOp};
 use crate::server::{Input, Outbound, Server};
 use crate::storage::zab::ZabStore;
+use crate::zab::message::Message;
 use crate::zab::quorum::QuorumVerifier;
 use crate::zab::{self, Action, Sid, Zxid};
 use std::sync::Arc;
@@ -49,11 +50,7 @@ pub fn zab_config(config: &Config, my_id: Sid) -> Result<zab::Config, String> {
             ids.join(", ")
         ));
     }
-    let participants = config
-        .servers
-        .iter()
-        .filter(|s| !s.observer)
-        .map(|s| s.id);
+    let participants = config.servers.iter().filter(|s| !s.observer).map(|s| s.id);
     let observers = config.servers.iter().filter(|s| s.observer).map(|s| s.id);
     Ok(zab::Config::new(
         my_id,
@@ -101,7 +98,10 @@ pub async fn run(
         .map_err(io_err)?;
     let recovered = store.try_recover().map_err(io_err)?;
     let (_, snapshot) = store.try_snapshot().map_err(io_err)?;
-    let durable = recovered.log.last().map_or(recovered.snapshot_zxid, |t| t.zxid);
+    let durable = recovered
+        .log
+        .last()
+        .map_or(recovered.snapshot_zxid, |t| t.zxid);
     tracing::info!(
         my_id,
         accepted_epoch = recovered.accepted_epoch,
@@ -125,7 +125,11 @@ pub async fn run(
     drop(snapshot);
     let ports = ClientPorts::bind(&config, tls).await?;
     let (peers, inbox) = PeerNet::start(my_id, &config.servers, peer_params(&config)).await?;
-    tracing::info!(my_id, servers = config.servers.len(), "election and quorum ports bound; looking for a leader");
+    tracing::info!(
+        my_id,
+        servers = config.servers.len(),
+        "election and quorum ports bound; looking for a leader"
+    );
     let (storage_tx, storage_rx) = mpsc::channel(STORAGE_QUEUE);
     let (events_tx, events_rx) = mpsc::channel(STORAGE_EVENTS);
     let (durable_tx, durable_rx) = watch::channel::<Zxid>(durable);
@@ -242,7 +246,12 @@ impl EnsembleCore {
                 input = inbox.recv() => {
                     let now = now_ms() as u64;
                     let effects = match input {
-                        zab::Input::Message { from, msg } => self.replica.message(now, from, msg),
+                        zab::Input::Message { from, msg } => {
+                            if !matches!(msg, Message::Proposal { .. } | Message::Commit { .. } | Message::Ack { .. } | Message::Ping { .. }) {
+                                tracing::debug!(from, kind = msg.packet_type().unwrap_or(0), "peer message");
+                            }
+                            self.replica.message(now, from, msg)
+                        }
                         zab::Input::Disconnected { peer } => self.replica.disconnected(now, peer),
                         other => {
                             tracing::error!(?other, "the peer inbox gave an input it never should");
@@ -253,6 +262,7 @@ impl EnsembleCore {
                 }
                 Some(event) = events.recv() => {
                     if let zab::Input::LogRead { peer, after, txns } = event {
+                        tracing::debug!(peer, after = format!("0x{after:x}"), txns = txns.as_ref().map(|t| t.len()), last = txns.as_ref().and_then(|t| t.last()).map(|t| format!("0x{:x}", t.zxid)), "log read for a DIFF done");
                         let effects = self.replica.log_read(now_ms() as u64, peer, after, txns);
                         self.pending.extend(effects);
                     }
@@ -323,10 +333,20 @@ impl EnsembleCore {
     async fn zab_action(&mut self, action: Action) -> bool {
         let (op, wait) = match action {
             Action::Send { to, msg } => {
+                if !matches!(
+                    msg,
+                    Message::Proposal { .. }
+                        | Message::Commit { .. }
+                        | Message::Ack { .. }
+                        | Message::Ping { .. }
+                ) {
+                    tracing::debug!(to, kind = msg.packet_type().unwrap_or(0), "sending");
+                }
                 self.peers.send(to, msg);
                 return true;
             }
             Action::CloseConnection { peer } => {
+                tracing::debug!(peer, "closing the quorum connection (the core asked)");
                 self.peers.close(peer);
                 return true;
             }
@@ -336,15 +356,23 @@ impl EnsembleCore {
                 after,
                 upto,
                 snapshot_size_factor,
-            } => (
-                ZabOp::ReadLog {
+            } => {
+                tracing::debug!(
                     peer,
-                    after,
-                    upto,
-                    snapshot_size_factor,
-                },
-                None,
-            ),
+                    after = format!("0x{after:x}"),
+                    upto = format!("0x{upto:x}"),
+                    "reading the log for a DIFF"
+                );
+                (
+                    ZabOp::ReadLog {
+                        peer,
+                        after,
+                        upto,
+                        snapshot_size_factor,
+                    },
+                    None,
+                )
+            }
             Action::PersistAcceptedEpoch { epoch } => {
                 let (done, wait) = oneshot::channel();
                 (ZabOp::AcceptedEpoch { epoch, done }, Some(wait))
@@ -354,7 +382,10 @@ impl EnsembleCore {
                 (ZabOp::CurrentEpoch { epoch, done }, Some(wait))
             }
             Action::TruncateLog { after } => {
-                tracing::info!(after = format!("0x{after:x}"), "truncating the txn log (TRUNC)");
+                tracing::info!(
+                    after = format!("0x{after:x}"),
+                    "truncating the txn log (TRUNC)"
+                );
                 let (done, wait) = oneshot::channel();
                 (ZabOp::Truncate { after, done }, Some(wait))
             }

@@ -8,6 +8,7 @@
 //! peer runtime (and tests, and the simulation) to drive.
 
 pub mod core;
+pub mod ensemble;
 pub mod recover;
 pub mod replica;
 
@@ -43,7 +44,10 @@ fn now_ms() -> i64 {
 
 /// Runs the server described by `config` until `shutdown` resolves.
 ///
-/// Errors: zoo.cfg describes an ensemble (keel does not form one yet); a client port
+/// An ensemble zoo.cfg (more than one participant, or `standaloneEnabled=false`) runs
+/// this process as one member of it ([`ensemble::run`]).
+///
+/// Errors: a client port
 /// cannot be bound; a TLS setting is bad (the message names the `ssl.*` key); the store
 /// is refused (see [`recover::recover`]).
 pub async fn run(
@@ -51,19 +55,7 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
     if config.is_distributed() {
-        // Running each member of an ensemble as a standalone server would let them
-        // accept writes independently and diverge: refuse until keel forms ensembles.
-        let ids: Vec<String> = config
-            .servers
-            .iter()
-            .map(|s| format!("server.{}", s.id))
-            .collect();
-        return Err(std::io::Error::other(format!(
-            "zoo.cfg describes an ensemble ({}); this keel runs standalone only (one \
-             server, or a single server.N line with standaloneEnabled=true), and running \
-             each member alone would let their data diverge",
-            ids.join(", ")
-        )));
+        return ensemble::run(config, shutdown).await;
     }
     let config = Arc::new(config);
     let tls = client::tls_acceptor(&config)?;

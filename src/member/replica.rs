@@ -18,8 +18,9 @@
 //! - `Deliver` becomes `Remote` (a REQUEST, its record decoded here by opcode as the
 //!   client port decodes it), `Revalidate`, `Touched` (a PING's sessions),
 //!   `RevalidateReply` or `SyncReply`.
-//! - `SendSnapshot` takes the applied state and sends SNAP; `InstallSnapshot` replaces
-//!   the applied state and is also returned, for storage.
+//! - `SendSnapshot` takes the applied state and sends SNAP (ZooKeeper's DataTree
+//!   stream, [`snap`]); `InstallSnapshot` replaces the applied state from that stream
+//!   and is also returned, for storage, in keel's own snapshot form.
 //! - Every other action is returned as [`Effect::Zab`], in order.
 //!
 //! Server -> Zab:
@@ -36,6 +37,7 @@ use std::collections::{HashMap, VecDeque};
 
 use bytes::{Bytes, BytesMut};
 
+use crate::import::passwd::session_passwd;
 use crate::proto::wire::decode_request;
 use crate::server::recovery::{decode_snapshot_header, encode_snapshot_header, SnapshotSession};
 use crate::server::{
@@ -45,6 +47,8 @@ use crate::storage::zab::{decode_snapshot, encode_snapshot};
 use crate::tree::{snapshot as tree_snapshot, DataTree};
 use crate::watch::ConnId;
 use crate::zab::message::Message;
+use crate::zab::wire::reader::Input as StreamInput;
+use crate::zab::wire::snap;
 use crate::zab::wire::txn::{decode_keel, encode_keel};
 use crate::zab::{self, Action, Peer, Recovered, RoleChange, Sid, Txn, Zxid};
 
@@ -103,7 +107,7 @@ struct State {
     sessions: Vec<SnapshotSession>,
 }
 
-/// Snapshot chunk size for SNAP, bytes (keel's own form, see [`encode_state`]).
+/// Chunk size of keel's own snapshot form, bytes (see [`encode_state`]).
 const SNAP_CHUNK_BYTES: usize = 1 << 20;
 
 impl Replica {
@@ -236,6 +240,12 @@ impl Replica {
         &self.server
     }
 
+    /// The state machine, for the admin surface's statistics resets (`srst`, `crst`)
+    /// only: an input given to it directly would bypass the glue.
+    pub fn server_mut(&mut self) -> &mut Server {
+        &mut self.server
+    }
+
     /// The Zab core, for reads (role, zxids, epochs).
     pub fn peer(&self) -> &Peer {
         &self.peer
@@ -309,24 +319,23 @@ impl Replica {
                         "asked to send a snapshot at {zxid:#x} with {applied:#x} applied"
                     ));
                 }
-                let snapshot = encode_state(&self.server);
+                let snapshot = encode_stream(&self.server);
                 self.effects.push(Effect::Zab(Action::Send {
                     to,
                     msg: Message::Snap { zxid, snapshot },
                 }));
             }
             Action::InstallSnapshot { zxid, snapshot } => {
-                let state = match decode_state(&snapshot) {
-                    Ok(s) if s.zxid == zxid => s,
-                    Ok(s) => {
-                        return self
-                            .halt(format!("SNAP at {zxid:#x} holds a state at {:#x}", s.zxid))
-                    }
+                let state = match decode_stream(&snapshot, zxid) {
+                    Ok(s) => s,
                     Err(e) => return self.halt(format!("SNAP at {zxid:#x}: {e}")),
                 };
+                drop(snapshot);
                 self.server
                     .restore(state.zxid as i64, state.tree, &state.sessions);
                 self.uncommitted.clear();
+                // Storage keeps keel's own snapshot form, which a restart recovers from.
+                let snapshot = encode_state(&self.server);
                 self.effects
                     .push(Effect::Zab(Action::InstallSnapshot { zxid, snapshot }));
             }
@@ -571,9 +580,8 @@ impl Replica {
     }
 }
 
-/// The applied state as SNAP bytes: for now keel's own snapshot form (the server's
-/// snapshot chunks framed by [`encode_snapshot`], what storage installs and recovery
-/// reads). ZooKeeper's SNAP stream (its DataTree serialization) replaces it here.
+/// The applied state in keel's own snapshot form (the server's snapshot chunks framed
+/// by [`encode_snapshot`]): what storage installs and a restart recovers from.
 fn encode_state(server: &Server) -> Bytes {
     let mut chunks = vec![encode_snapshot_header(server.last_zxid, &server.sessions)];
     let mut cursor: Option<String> = None;
@@ -594,8 +602,54 @@ fn encode_state(server: &Server) -> Bytes {
     encode_snapshot(&chunks)
 }
 
-/// SNAP bytes as a state, the inverse of [`encode_state`]; ZooKeeper's SNAP stream
-/// replaces it here.
+/// The applied state as ZooKeeper's SNAP stream (its DataTree serialization, which a
+/// ZooKeeper learner reads too): sessions with their timeouts, the ACL cache, the
+/// znodes ([`snap::write_stream`]). The signature after it is the wire's.
+fn encode_stream(server: &Server) -> Bytes {
+    let sessions: Vec<(i64, i32)> = server
+        .sessions
+        .iter()
+        .map(|s| (s.id, s.timeout_ms))
+        .collect();
+    let mut out = BytesMut::new();
+    snap::write_stream(&server.tree, &sessions, &mut out);
+    out.freeze()
+}
+
+/// A SNAP stream ([`encode_stream`]) as the state at `zxid`. Session passwords are
+/// ZooKeeper's, derived from the id, as every member of an ensemble checks them.
+fn decode_stream(bytes: &[u8], zxid: Zxid) -> Result<State, String> {
+    let mut r = StreamInput::new(bytes);
+    let mut tree = DataTree::empty();
+    let mut acls = HashMap::new();
+    let sessions = snap::read_stream(&mut r, &mut acls, &mut |n| {
+        tree.insert_loaded(n.path, n.data, n.acl, &n.meta);
+        Ok(())
+    })
+    .map_err(|e| e.to_string())?;
+    if r.offset() != bytes.len() {
+        return Err(format!(
+            "{} bytes after the stream's end",
+            bytes.len() - r.offset()
+        ));
+    }
+    tree.finish_loading();
+    Ok(State {
+        zxid,
+        tree,
+        sessions: sessions
+            .into_iter()
+            .map(|(id, timeout_ms)| SnapshotSession {
+                id,
+                timeout_ms,
+                passwd: session_passwd(id),
+            })
+            .collect(),
+    })
+}
+
+/// Keel's own snapshot form as a state, the inverse of [`encode_state`]: what storage
+/// holds and a restart reads.
 fn decode_state(bytes: &[u8]) -> Result<State, String> {
     let chunks = decode_snapshot(bytes)?;
     let (header, nodes) = chunks.split_first().ok_or("snapshot has no header chunk")?;
