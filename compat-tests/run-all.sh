@@ -38,6 +38,7 @@ suite recipes bash "$HERE/recipes/run.sh" keel
 suite kazoo bash "$HERE/kazoo/run.sh" keel
 suite tls bash "$HERE/tls/run.sh"
 suite migrate bash "$HERE/migrate/run.sh"
+suite ensemble bash "$HERE/ensemble/run.sh" keel 20
 
 echo
 [ ${#failures[@]} -eq 0 ] || echo "failed suites: ${failures[*]}"
