@@ -5,6 +5,7 @@ use super::now_ms;
 use crate::config::Config;
 use crate::server::Server;
 use crate::storage::rocks::RocksStorage;
+use crate::storage::zab::META_TXN_FORM;
 use crate::storage::{Storage, StorageError};
 
 /// Opens the store in dataDir (txn log in dataLogDir) and rebuilds the state machine
@@ -22,9 +23,19 @@ pub fn recover(config: &Config) -> std::io::Result<(Server, Box<dyn Storage>)> {
     let recovered = match RocksStorage::open_read_only(&config.data_dir, &config.data_log_dir)
         .map_err(to_io)?
     {
-        Some(ro) => Some(
-            Server::recover(settings.clone(), &ro, &db, now_ms(), rand::random()).map_err(to_io)?,
-        ),
+        Some(ro) => {
+            if ro.get_meta(META_TXN_FORM).map_err(to_io)?.is_some() {
+                return Err(std::io::Error::other(format!(
+                    "{}: an ensemble member's store (its txn log holds ZooKeeper's txn \
+                     records); a standalone server does not start on it",
+                    db.display()
+                )));
+            }
+            Some(
+                Server::recover(settings.clone(), &ro, &db, now_ms(), rand::random())
+                    .map_err(to_io)?,
+            )
+        }
         None => None,
     };
     let read_ms = t0.elapsed().as_millis() as u64;

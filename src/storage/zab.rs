@@ -43,6 +43,13 @@ pub const CURRENT_EPOCH_FILE: &str = "currentEpoch";
 /// The suffix of an epoch file being written (ZooKeeper's
 /// `AtomicFileOutputStream.TMP_EXTENSION`).
 pub const TMP_SUFFIX: &str = ".tmp";
+/// The metadata key that marks a store whose txn log holds ZooKeeper's txn records (an
+/// ensemble member's), value [`TXN_FORM_ZOOKEEPER`]; a standalone server's log holds
+/// keel's own records and has no such key. Each refuses the other's store.
+pub const META_TXN_FORM: &str = "txn-form";
+/// The value of [`META_TXN_FORM`] for an ensemble member's store.
+pub const TXN_FORM_ZOOKEEPER: &[u8] = b"zookeeper";
+
 /// The first 8 bytes of keel's snapshot form ([`encode_snapshot`]).
 pub const SNAPSHOT_FORM_MAGIC: &[u8; 8] = b"KEELSNPF";
 
@@ -86,7 +93,31 @@ impl ZabStore {
         let snap_dir = data_dir.join(SNAP_DIR);
         let accepted = read_epoch_file(&snap_dir.join(ACCEPTED_EPOCH_FILE))?;
         let current = read_epoch_file(&snap_dir.join(CURRENT_EPOCH_FILE))?;
-        let store = RocksStorage::open(data_dir, log_dir, force_sync)?;
+        let mut store = RocksStorage::open(data_dir, log_dir, force_sync)?;
+        match store.get_meta(META_TXN_FORM)? {
+            Some(form) if form == TXN_FORM_ZOOKEEPER => {}
+            Some(form) => {
+                return Err(StorageError::Corrupt {
+                    path: data_dir.join(super::rocks::DB_DIR),
+                    position: format!("metadata {META_TXN_FORM}"),
+                    what: format!(
+                        "txn form {:?} is not one this keel writes",
+                        String::from_utf8_lossy(&form)
+                    ),
+                })
+            }
+            None if store.last_zxid()?.is_some() || !store.snapshots()?.is_empty() => {
+                return Err(StorageError::Corrupt {
+                    path: data_dir.join(super::rocks::DB_DIR),
+                    position: "the store".to_owned(),
+                    what: "it is a standalone keel server's store (its txn log holds keel's \
+                           own records); an ensemble member logs ZooKeeper's records and \
+                           does not start on it"
+                        .to_owned(),
+                })
+            }
+            None => store.put_meta(META_TXN_FORM, TXN_FORM_ZOOKEEPER)?,
+        }
         let mut zab = ZabStore {
             store,
             snap_dir,
@@ -477,6 +508,44 @@ mod tests {
     }
 
     /// The whole log as the store reads it, as counters (payloads checked).
+    /// A standalone server's store (keel's own txn records) is refused by name and left
+    /// as it was; an ensemble member's store is marked and reopens.
+    #[test]
+    fn a_standalone_store_is_refused_and_an_ensemble_store_is_marked() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut standalone = RocksStorage::open(dir.path(), dir.path(), true).unwrap();
+        standalone
+            .append(
+                &[LogEntry {
+                    zxid: 1,
+                    data: vec![1, 2, 3],
+                }],
+                true,
+            )
+            .unwrap();
+        drop(standalone);
+        let err = ZabStore::open(dir.path(), dir.path(), true).unwrap_err();
+        assert!(
+            err.to_string().contains("standalone keel server's store"),
+            "{err}"
+        );
+        assert!(!dir.path().join(SNAP_DIR).join(CURRENT_EPOCH_FILE).exists());
+        let reopened = RocksStorage::open(dir.path(), dir.path(), true).unwrap();
+        assert_eq!(reopened.get_meta(META_TXN_FORM).unwrap(), None);
+        assert_eq!(reopened.last_zxid().unwrap(), Some(1));
+        drop(reopened);
+        let fresh = tempfile::tempdir().unwrap();
+        let mut zab = open(fresh.path());
+        zab.try_append(&txns(1..=2)).unwrap();
+        zab.try_sync().unwrap();
+        drop(zab);
+        let zab = open(fresh.path());
+        assert_eq!(
+            zab.store().get_meta(META_TXN_FORM).unwrap().as_deref(),
+            Some(TXN_FORM_ZOOKEEPER)
+        );
+    }
+
     fn counters(s: &ZabStore) -> Vec<u32> {
         s.read_range(0, u64::MAX)
             .iter()
