@@ -33,7 +33,7 @@ enum Stage {
     /// ACKEPOCH received; the sync waits for the leader's ACKEPOCH quorum.
     EpochAcked { last_zxid: Zxid },
     /// Behind the in-memory window: `Action::ReadLog` for the txns after `after` up
-    /// to `upto` is out; those before it are in `Handler::from_log`.
+    /// to `upto` is out; the window keeps every txn after `upto` meanwhile.
     ReadingLog { after: Zxid, upto: Zxid },
     /// Sync and NEWLEADER queued; waiting for the ACK of NEWLEADER, which covers
     /// every txn queued before NEWLEADER (up to `newleader_upto`).
@@ -60,11 +60,6 @@ struct Handler {
     /// The highest zxid it acknowledged as durable.
     acked: Zxid,
     last_heard_ms: u64,
-    /// The txns read from the on-disk log for a DIFF so far (`Stage::ReadingLog`),
-    /// ascending from just after the learner's last zxid. Bounded by the on-disk log
-    /// since the newest snapshot (and by the size rule of `storage::read_for_diff`
-    /// once there is one); emptied when the sync is queued.
-    from_log: Vec<Txn>,
 }
 
 impl Handler {
@@ -237,7 +232,6 @@ impl Leader {
                         commit_sent_upto: 0,
                         acked: 0,
                         last_heard_ms: now,
-                        from_log: Vec::new(),
                     },
                 );
                 self.advance(ctx)
@@ -460,7 +454,6 @@ impl Leader {
                 snapshot_size_factor: ctx.config.snapshot_size_factor,
             });
             let h = self.handlers.get_mut(&sid).expect("handler to sync");
-            h.from_log.clear();
             h.stage = Stage::ReadingLog { after: peer, upto };
             return;
         } else {
@@ -486,6 +479,9 @@ impl Leader {
         if asked != after {
             return;
         }
+        // The window is pinned at `upto` while the read is out (`commit`), so txns that
+        // reach `upto` join it; a base past it would be a hole all the same.
+        let window_holds_upto = ctx.log.base() <= upto;
         let joined = txns.filter(|txns| {
             let mut prev = after;
             let ordered = txns.iter().all(|t| {
@@ -493,32 +489,14 @@ impl Leader {
                 prev = t.zxid;
                 ok
             });
-            ordered && prev == upto
+            ordered && prev == upto && window_holds_upto
         });
-        let Some(txns) = joined else {
-            h.from_log.clear();
+        let Some(from_log) = joined else {
             let committed = ctx.log.committed();
             let (first, from) = snap_at(committed);
             self.queue_sync(ctx, sid, first, from, Vec::new());
             return;
         };
-        h.from_log.extend(txns);
-        let base = ctx.log.base();
-        if base > upto {
-            // Commits trimmed the window while the read ran: read what left it.
-            ctx.emit(Action::ReadLog {
-                peer: sid,
-                after: upto,
-                upto: base,
-                snapshot_size_factor: ctx.config.snapshot_size_factor,
-            });
-            h.stage = Stage::ReadingLog {
-                after: upto,
-                upto: base,
-            };
-            return;
-        }
-        let from_log = std::mem::take(&mut h.from_log);
         let last = ctx.log.last();
         self.queue_sync(ctx, sid, Message::Diff { zxid: last }, upto, from_log);
     }
@@ -669,7 +647,21 @@ impl Leader {
             .take_while(|t| t.zxid <= upto)
             .cloned()
             .collect();
-        ctx.log.commit_to(upto);
+        // While a learner's on-disk log read is out, the window keeps every txn after
+        // the read's end, so the answer joins it however many commits the read
+        // outlasts (re-reading what commits trimmed meanwhile never caught up under
+        // continuous writes: the learner waited out initLimit, again and again). The
+        // pin lasts at most until the learner's handler goes (initLimit), so the
+        // window grows by at most what commits in that time.
+        let pin = self
+            .handlers
+            .values()
+            .filter_map(|h| match h.stage {
+                Stage::ReadingLog { upto, .. } => Some(upto),
+                _ => None,
+            })
+            .min();
+        ctx.log.commit_keeping(upto, pin);
         ctx.emit(Action::Commit { upto });
         for (&sid, h) in self.handlers.iter_mut() {
             if !h.forwarding() {

@@ -78,14 +78,29 @@ impl Log {
     /// Marks every entry up to `zxid` committed and trims the window. Returns false if
     /// `zxid` is not held or not above the commit point.
     pub fn commit_to(&mut self, zxid: Zxid) -> bool {
+        self.commit_keeping(zxid, None)
+    }
+
+    /// `commit_to`, but the window keeps every entry after `keep_after` (when given),
+    /// however many: `base` stays at or below it. The leader pins the window this way
+    /// while an on-disk log read for a learner is out (`Action::ReadLog` up to
+    /// `keep_after`), so the txns read join the window without a gap however long the
+    /// read takes under continuous writes, as ZooKeeper's `syncFollower` holds the
+    /// committed log's read lock for the whole sync. The extra entries go at the
+    /// first commit after the pin is lifted.
+    pub fn commit_keeping(&mut self, zxid: Zxid, keep_after: Option<Zxid>) -> bool {
         if zxid <= self.committed || self.position(zxid).is_err() {
             return false;
         }
         self.committed = zxid;
         let committed_count = self.entries.iter().take_while(|t| t.zxid <= zxid).count();
         for _ in self.window..committed_count {
-            let dropped = self.entries.pop_front().expect("counted");
-            self.base = dropped.zxid;
+            let front = self.entries.front().expect("counted").zxid;
+            if keep_after.is_some_and(|keep| front > keep) {
+                break;
+            }
+            self.entries.pop_front();
+            self.base = front;
         }
         true
     }
@@ -166,5 +181,19 @@ mod tests {
         assert!(!log.append(t(1, 2)));
         assert!(log.append(t(2, 1)));
         assert_eq!(log.first_at_or_after(zxid(1, 9)).unwrap().zxid, zxid(2, 1));
+    }
+
+    #[test]
+    fn a_pin_keeps_the_window_from_passing_it() {
+        let mut log = Log::new(0, (1..=6).map(|c| t(1, c)), 2);
+        assert!(log.commit_keeping(zxid(1, 5), Some(zxid(1, 2))));
+        assert_eq!(log.base(), zxid(1, 2), "trimmed only up to the pin");
+        assert_eq!(log.after(log.base()).count(), 4);
+        assert!(log.commit_keeping(zxid(1, 6), None));
+        assert_eq!(
+            log.base(),
+            zxid(1, 4),
+            "the window shrinks back once unpinned"
+        );
     }
 }

@@ -155,6 +155,10 @@ pub struct World {
     pub log_read_gap: bool,
     /// How long an on-disk log read takes, ms: uniformly in `log_read_ms.0..log_read_ms.1`.
     pub log_read_ms: (u64, u64),
+    /// Whether a message now and then takes 20-300 ms (holding up every message
+    /// behind it on its connection). A scenario that needs commits to flow steadily
+    /// turns it off.
+    pub delay_spikes: bool,
     /// Crash this member right after it executes an action that matches (the rest of
     /// that step's actions never happen).
     pub crash_after: Option<(Sid, ActionMatch)>,
@@ -230,6 +234,7 @@ impl World {
             log_served: HashSet::new(),
             log_read_gap: false,
             log_read_ms: (0, 20),
+            delay_spikes: true,
             crash_after: None,
             crash_on_delivery: None,
             opts,
@@ -435,7 +440,7 @@ impl World {
     }
 
     fn delay(&mut self) -> u64 {
-        if self.rng.gen_bool(0.03) {
+        if self.rng.gen_bool(0.03) && self.delay_spikes {
             self.rng.gen_range(20..300)
         } else {
             self.rng.gen_range(1..8)
