@@ -1,19 +1,34 @@
 #!/usr/bin/env bash
-# Run stock Kazoo 2.11.0's own test suite (pytest --pyargs kazoo.tests) against a single
-# server started by Kazoo's harness through the `java` launcher in ./launcher.
-#   run.sh [zk|keel] [extra pytest args...]    (default: keel)
-# Exits 0 iff every test not listed in expected-failures.txt passed.
-# Work dir (junit xml, pytest log, failure list): ${KAZOO_WORK:-/tmp/keel-compat/kazoo-TARGET}
+# Run stock Kazoo 2.11.0's own test suite (pytest --pyargs kazoo.tests) against servers
+# started by Kazoo's harness through the `java` launcher in ./launcher.
+#   run.sh [--cluster] [zk|keel] [extra pytest args...]    (default: keel)
+# Without --cluster: one standalone server (client port 30000), expected-failures.txt.
+# With --cluster: a 3-member ensemble (client ports 31000, 31010, 31020; each member's
+# zoo.cfg has the server.N lines and its myid), expected-failures-cluster.txt.
+# Exits 0 iff every test not listed in the expected-failures file passed.
+# Work dir (junit xml, pytest log, failure list):
+#   ${KAZOO_WORK:-/tmp/keel-compat/kazoo-TARGET} (kazoo-cluster-TARGET with --cluster)
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib.sh"
 
+CLUSTER=
+if [ "${1:-}" = --cluster ]; then CLUSTER=1; shift; fi
 TARGET=${1:-keel}
 shift || true
-case $TARGET in zk|keel) ;; *) echo "usage: $0 [zk|keel] [pytest args...]" >&2; exit 2 ;; esac
+case $TARGET in zk|keel) ;; *) echo "usage: $0 [--cluster] [zk|keel] [pytest args...]" >&2; exit 2 ;; esac
+if [ -n "$CLUSTER" ]; then
+  # 3 members started one after the other (3 JVMs on a 2-core machine for zk): generous
+  # per-test timeout; a separate port range so a cluster run never meets a standalone one.
+  SIZE=3 OFFSET=31000 TIMEOUT=300 NAME=kazoo-cluster-$TARGET
+  EXPECTED=$HERE/expected-failures-cluster.txt
+else
+  SIZE=1 OFFSET=30000 TIMEOUT=120 NAME=kazoo-$TARGET
+  EXPECTED=$HERE/expected-failures.txt
+fi
 
 VENV=$(bash "$HERE/setup.sh" | tail -n1) || { echo "setup.sh failed" >&2; exit 2; }
-WORK=${KAZOO_WORK:-/tmp/keel-compat/kazoo-$TARGET}
+WORK=${KAZOO_WORK:-/tmp/keel-compat/$NAME}
 rm -rf "$WORK"; mkdir -p "$WORK"
 
 if [ "$TARGET" = keel ] && [ ! -x "$KEEL_BIN" ]; then
@@ -26,24 +41,24 @@ export TARGET KEEL_BIN
 export ZOOKEEPER_VERSION=3.8.0
 export ZOOKEEPER_PATH=/usr/share/java
 export ZOOKEEPER_CLASSPATH=$ZK_CP          # used as-is by the harness for `java -cp`
-export ZOOKEEPER_CLUSTER_SIZE=1
-export ZOOKEEPER_PORT_OFFSET=30000
+export ZOOKEEPER_CLUSTER_SIZE=$SIZE
+export ZOOKEEPER_PORT_OFFSET=$OFFSET
 export CI=true
 export PATH=$HERE/launcher:$VENV/bin:$PATH
 unset ZOOKEEPER_JAAS_AUTH ZOOKEEPER_OBSERVER_START_ID ZOOKEEPER_LOCAL_SESSION_RO
 
-echo "== kazoo.tests against $TARGET (launcher: $HERE/launcher/java, work: $WORK)"
+echo "== kazoo.tests against $TARGET, $SIZE server(s) (launcher: $HERE/launcher/java, work: $WORK)"
 start=$(date +%s)
 # rootdir = site-packages, so node ids read kazoo/tests/test_x.py::Class::test_y
 (cd "$SITE" && "$VENV/bin/python" -m pytest --pyargs kazoo.tests --rootdir "$SITE" \
-    -p no:cacheprovider --timeout=120 -q -rfE --disable-warnings --junitxml="$WORK/junit.xml" "$@") \
+    -p no:cacheprovider --timeout=$TIMEOUT -q -rfE --disable-warnings --junitxml="$WORK/junit.xml" "$@") \
   2>&1 | tee "$WORK/pytest.log"
 rc=${PIPESTATUS[0]}
 echo "== pytest exit code $rc after $(( $(date +%s) - start ))s"
 
 # Kill any server the harness left behind (only processes started from this run's launcher).
 for p in $(pgrep -f "QuorumPeerMain|${KEEL_BIN}" 2>/dev/null); do
-  if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "ZOOKEEPER_PORT_OFFSET=30000" &&
+  if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "ZOOKEEPER_PORT_OFFSET=$OFFSET" &&
      tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "TARGET=$TARGET"; then
     echo "== stopping leftover server pid $p"; kill "$p" 2>/dev/null
   fi
@@ -53,7 +68,7 @@ if [ ! -s "$WORK/junit.xml" ]; then
   echo "FAIL: no junit xml produced (pytest exit $rc)"; exit 1
 fi
 
-"$VENV/bin/python" - "$WORK/junit.xml" "$HERE/expected-failures.txt" "$WORK" <<'PY'
+"$VENV/bin/python" - "$WORK/junit.xml" "$EXPECTED" "$WORK" <<'PY'
 import sys, xml.etree.ElementTree as ET
 junit, expected_file, work = sys.argv[1:4]
 
@@ -104,5 +119,5 @@ if unexpected:
         print(f"   {n}")
     print("== RESULT: FAIL")
     sys.exit(1)
-print("== RESULT: OK (every test not in expected-failures.txt passed)")
+print(f"== RESULT: OK (every test not in {expected_file.rsplit('/', 1)[-1]} passed)")
 PY
