@@ -2219,6 +2219,93 @@ zk_p999_write_commitproc_time_ms	0
         assert_text(&render("mntr", &snap).unwrap(), MNTR_FRESH);
     }
 
+    /// The Zab side of a 3-member ensemble as `mntr` shows it.
+    fn ensemble_snapshot(leader: bool) -> ServerSnapshot {
+        let learner = |sid| crate::admin::quorum::LearnerView {
+            sid,
+            observer: false,
+            synced: true,
+        };
+        ServerSnapshot {
+            mode: if leader { "leader" } else { "follower" }.into(),
+            open_file_descriptor_count: Some(48),
+            max_file_descriptor_count: Some(20000),
+            quorum_size: 3,
+            ensemble: Some(EnsembleView {
+                my_id: 3,
+                peer_state: if leader {
+                    "leading - broadcast"
+                } else {
+                    "following - broadcast"
+                }
+                .into(),
+                zab_state: "broadcast".into(),
+                leader_id: Some(if leader { 3 } else { 1 }),
+                accepted_epoch: 1,
+                current_epoch: 1,
+                last_logged_zxid: 0,
+                learners: if leader {
+                    vec![learner(1), learner(2)]
+                } else {
+                    Vec::new()
+                },
+                leader_uptime_ms: leader.then_some(2707),
+            }),
+            ..ServerSnapshot::default()
+        }
+    }
+
+    /// A leader's and a follower's `mntr` single values, in the order of a ZooKeeper
+    /// 3.8.0 3-member ensemble (captured: tickTime 500, fresh, 2 followers synced).
+    #[test]
+    fn ensemble_mntr_matches_capture_order() {
+        let leader_keys = "peer_state ephemerals_count num_alive_connections avg_latency min_proposal_size outstanding_requests znode_count global_sessions non_mtls_remote_conn_count last_client_response_size packets_sent packets_received max_proposal_size max_client_response_size synced_followers connection_drop_probability watch_count synced_non_voting_followers synced_observers auth_failed_count min_latency max_file_descriptor_count approximate_data_size open_file_descriptor_count last_proposal_size pending_syncs leader_uptime local_sessions uptime max_latency outstanding_tls_handshake learners min_client_response_size non_mtls_local_conn_count quorum_size proposal_count";
+        let leader: Vec<String> = mntr_entries(&ensemble_snapshot(true))
+            .into_iter()
+            .skip(2)
+            .take(leader_keys.split(' ').count())
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(leader.join(" "), leader_keys);
+        let values: std::collections::HashMap<String, String> =
+            mntr_entries(&ensemble_snapshot(true))
+                .into_iter()
+                .map(|(k, v)| (k, v.render()))
+                .collect();
+        for (k, v) in [
+            ("peer_state", "leading - broadcast"),
+            ("synced_followers", "2"),
+            ("synced_non_voting_followers", "0"),
+            ("synced_observers", "0"),
+            ("pending_syncs", "0"),
+            ("learners", "2"),
+            ("leader_uptime", "2707"),
+            ("quorum_size", "3"),
+            ("min_proposal_size", "-1"),
+        ] {
+            assert_eq!(values[k], v, "{k}");
+        }
+        // A follower adds only its peer state and the quorum size.
+        let follower: Vec<String> = mntr_entries(&ensemble_snapshot(false))
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        let standalone: Vec<String> = mntr_entries(&ServerSnapshot {
+            open_file_descriptor_count: Some(48),
+            max_file_descriptor_count: Some(20000),
+            ..ServerSnapshot::default()
+        })
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+        let added: Vec<&String> = follower
+            .iter()
+            .filter(|k| !standalone.contains(k))
+            .collect();
+        assert_eq!(added, ["peer_state", "quorum_size"]);
+        assert_eq!(follower[2], "peer_state");
+    }
+
     #[test]
     fn mntr_figures_and_summaries() {
         let mut snap = captured();

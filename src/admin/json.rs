@@ -808,6 +808,70 @@ mod tests {
         assert!(lookup("MNTR").is_none());
     }
 
+    /// `leader`, `voting_view` and `zabstate` of a follower (myid 1) of a 3-member
+    /// ensemble led by 3, as ZooKeeper 3.8.0 answers them (captured).
+    #[test]
+    fn ensemble_answers_of_the_quorum_commands() {
+        let text = "tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir=/d\nclientPort=3401\n\
+                    server.1=127.0.0.1:3402:3403\nserver.2=127.0.0.1:3412:3413\n\
+                    server.3=127.0.0.1:3422:3423\n";
+        let mut config = Config::parse(text).unwrap();
+        config.set_my_id(1).unwrap();
+        let server = Server::new(crate::server_settings(&config), 0, 0, 1);
+        let e = EnsembleView {
+            my_id: 1,
+            peer_state: "following - broadcast".into(),
+            zab_state: "broadcast".into(),
+            leader_id: Some(3),
+            accepted_epoch: 1,
+            current_epoch: 1,
+            last_logged_zxid: 0,
+            learners: Vec::new(),
+            leader_uptime_ms: None,
+        };
+        let v = gather(&server, &config, Some(&e));
+        let body = |name: &str| to_jackson_pretty(&run(name, &HashMap::new(), &v));
+        assert_eq!(
+            body("leader"),
+            "{\n  \"is_leader\" : false,\n  \"leader_id\" : 3,\n  \"leader_ip\" : \"127.0.0.1\",\n  \
+             \"command\" : \"leader\",\n  \"error\" : null\n}"
+        );
+        let voting = run("voting_view", &HashMap::new(), &v);
+        let one = &voting["current_config"]["1"];
+        assert_eq!(one["server_addresses"], json!(["127.0.0.1:3402"]));
+        assert_eq!(one["election_addresses"], json!(["127.0.0.1:3403"]));
+        assert_eq!(one["client_address"], json!("0.0.0.0:3401"));
+        assert_eq!(one["learner_type"], json!("participant"));
+        assert_eq!(voting["current_config"]["2"]["client_address"], json!(""));
+        let z = run("zabstate", &HashMap::new(), &v);
+        let keys: Vec<&String> = z.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            [
+                "myid",
+                "is_leader",
+                "quorum_address",
+                "election_address",
+                "client_address",
+                "voting",
+                "last_zxid",
+                "zab_epoch",
+                "zab_counter",
+                "zabstate",
+                "command",
+                "error"
+            ]
+        );
+        assert_eq!(
+            z["quorum_address"]["wildcard_addresses"],
+            json!(["0.0.0.0:3402"])
+        );
+        assert_eq!(z["election_address"]["all_ports"], json!([3403]));
+        assert_eq!(z["voting"], json!(true));
+        assert_eq!(z["last_zxid"], json!("0x0"));
+        assert_eq!(z["zabstate"], json!("broadcast"));
+    }
+
     #[test]
     fn standalone_answers_of_the_quorum_commands() {
         // ZooKeeper's standalone `leader`: its error comes first, then the command.

@@ -365,6 +365,45 @@ mod tests {
         assert_eq!(server_id_of(three, Some(2)), 2);
     }
 
+    /// An ensemble member's `conf` ends with ZooKeeper's quorum lines (captured from a
+    /// ZooKeeper 3.8.0 member, myid 3), the last one unended; the leader's `Zxid` is its
+    /// epoch's first zxid.
+    #[test]
+    fn ensemble_conf_and_leader_zxid_match_capture() {
+        let text = "tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir=/d\nclientPort=3521\n\
+                    server.1=127.0.0.1:3502:3503\nserver.2=127.0.0.1:3512:3513\n\
+                    server.3=127.0.0.1:3522:3523\n";
+        let mut config = Config::parse(text).unwrap();
+        config.set_my_id(3).unwrap();
+        let mut server = Server::new(crate::server_settings(&config), 0, 0, 1);
+        server.handle(0, crate::server::Input::Role(Role::Leader { epoch: 1 }));
+        let view = EnsembleView {
+            my_id: 3,
+            peer_state: "leading - broadcast".into(),
+            zab_state: "broadcast".into(),
+            leader_id: Some(3),
+            accepted_epoch: 1,
+            current_epoch: 1,
+            last_logged_zxid: 0,
+            learners: Vec::new(),
+            leader_uptime_ms: Some(0),
+        };
+        let snap = build(&server, &config, Some(&view));
+        let conf = super::super::fourlw::render("conf", &snap).unwrap();
+        let tail = conf.split_once("serverId=").unwrap().1;
+        assert_eq!(
+            tail,
+            "3\ninitLimit=10\nsyncLimit=5\nelectionAlg=3\nelectionPort=3523\nquorumPort=3522\n\
+             peerType=0\nmembership: \nserver.1=127.0.0.1:3502:3503:participant\n\
+             server.2=127.0.0.1:3512:3513:participant\n\
+             server.3=127.0.0.1:3522:3523:participant\nversion=0"
+        );
+        assert_eq!(snap.last_zxid, 0x1_0000_0000);
+        assert_eq!(snap.quorum_size, 3);
+        // Standalone: no quorum lines.
+        assert!(build(&server, &config, None).conf.quorum_lines.is_empty());
+    }
+
     /// `Mode:` follows the server's role; an electing member does not serve; an
     /// `:observer` line makes a learner an observer.
     #[test]

@@ -673,6 +673,10 @@ mod tests {
         let config = Config::new(1, QuorumVerifier::new([1], []), 100, 10, 5);
         let (mut peer, actions) = Peer::new(config, Recovered::default(), 0);
         assert!(actions.is_empty(), "nobody to notify: {actions:?}");
+        assert_eq!(
+            (peer.zab_state(), peer.leader()),
+            (ZabState::Election, None)
+        );
         assert!(
             peer.step(100, Input::Tick).is_empty(),
             "still in the finalize wait"
@@ -692,6 +696,10 @@ mod tests {
             }))
         );
         assert_eq!(peer.established_epoch(), Some(1));
+        assert_eq!(peer.zab_state(), ZabState::Broadcast);
+        assert_eq!(peer.leader(), Some(1));
+        assert_eq!(peer.leading_since_ms(), Some(200));
+        assert!(peer.learners().is_empty());
         let actions = peer.step(
             201,
             Input::Propose {
