@@ -479,6 +479,32 @@ fn others(leader: Sid) -> (Sid, Sid) {
     (f.next().unwrap(), f.next().unwrap())
 }
 
+/// Once settled, the leader lists both followers as synced voting learners and each
+/// follower names the leader: what `mntr`, `leader` and `zabstate` report.
+#[test]
+fn a_settled_ensemble_reports_its_leader_and_synced_learners() {
+    let mut c = Cluster::new();
+    let leader = c.settle();
+    let (f1, f2) = others(leader);
+    let peer = c.replica(leader).peer();
+    assert_eq!(peer.leader(), Some(leader));
+    assert_eq!(peer.zab_state(), keel::zab::ZabState::Broadcast);
+    let learners: Vec<(Sid, bool, bool)> = peer
+        .learners()
+        .iter()
+        .map(|l| (l.sid, l.observer, l.forwarding))
+        .collect();
+    let mut want = vec![(f1, false, true), (f2, false, true)];
+    want.sort();
+    assert_eq!(learners, want);
+    for f in [f1, f2] {
+        let p = c.replica(f).peer();
+        assert_eq!(p.leader(), Some(leader));
+        assert_eq!(p.zab_state(), keel::zab::ZabState::Broadcast);
+        assert!(p.learners().is_empty() && p.leading_since_ms().is_none());
+    }
+}
+
 /// Election; then a follower's client creates a znode, and every member's own client
 /// reads it with the same Stat (the txn went follower -> leader -> every member).
 #[test]

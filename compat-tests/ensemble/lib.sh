@@ -7,6 +7,8 @@
 # Member i (1..3) has clientPort BASE+10*(i-1)+1, quorum port +2, election port +3,
 # dataDir DIR/m<i>/data; DIR/m<i>/{zoo.cfg,port,pid,log,cmd} (cmd: the program that runs
 # a member on its zoo.cfg, so a test can restart one after kill -9).
+# ENSEMBLE_ADMIN_BASE, when set, enables each member's AdminServer on port
+# ENSEMBLE_ADMIN_BASE+i (ZooKeeper then needs ZK_CP_EXTRA: Jetty and Jackson jars).
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../lib.sh"
 
 ENSEMBLE_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -40,7 +42,12 @@ start_ensemble() { # KIND DIR BASE [EXTRA_CFG]
     {
       echo "tickTime=${ENSEMBLE_TICK_MS:-500}"; echo "initLimit=10"; echo "syncLimit=5"
       echo "dataDir=$m/data"; echo "clientPort=$((base + 10 * (i - 1) + 1))"
-      echo "maxClientCnxns=0"; echo "4lw.commands.whitelist=*"; echo "admin.enableServer=false"
+      echo "maxClientCnxns=0"; echo "4lw.commands.whitelist=*"
+      if [ -n "${ENSEMBLE_ADMIN_BASE:-}" ]; then
+        echo "admin.enableServer=true"; echo "admin.serverPort=$((ENSEMBLE_ADMIN_BASE + i))"
+      else
+        echo "admin.enableServer=false"
+      fi
       for j in 1 2 3; do
         echo "server.$j=127.0.0.1:$((base + 10 * (j - 1) + 2)):$((base + 10 * (j - 1) + 3))"
       done

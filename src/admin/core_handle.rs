@@ -3,12 +3,14 @@
 //! here, on the admin side, so that the admin code needs nothing from the runtime and the
 //! core task (src/member) is the only place that knows both.
 
+use super::quorum::EnsembleView;
 use crate::config::Config;
 use crate::server::Server;
 use tokio::sync::{mpsc, oneshot};
 
-/// A read-only look at the state machine, run on the core task.
-type QueryFn = Box<dyn FnOnce(&Server, &Config) + Send>;
+/// A read-only look at the state machine (and, on an ensemble member, its Zab side),
+/// run on the core task.
+type QueryFn = Box<dyn FnOnce(&Server, &Config, Option<&EnsembleView>) + Send>;
 /// A change to the server's figures (not its data), run on the core task.
 type UpdateFn = Box<dyn FnOnce(&mut Server, &Config) + Send>;
 
@@ -21,10 +23,11 @@ pub enum CoreCall {
 }
 
 impl CoreCall {
-    /// Runs the call against the state machine (on the core task, between inputs).
-    pub fn run(self, server: &mut Server, config: &Config) {
+    /// Runs the call against the state machine (on the core task, between inputs);
+    /// `ensemble` is the member's Zab side, `None` standalone.
+    pub fn run(self, server: &mut Server, config: &Config, ensemble: Option<&EnsembleView>) {
         match self {
-            CoreCall::Query(f) => f(server, config),
+            CoreCall::Query(f) => f(server, config, ensemble),
             CoreCall::Update(f) => f(server, config),
         }
     }
@@ -49,12 +52,14 @@ impl CoreHandle {
     pub async fn query<R, F>(&self, f: F) -> Option<R>
     where
         R: Send + 'static,
-        F: FnOnce(&Server, &Config) -> R + Send + 'static,
+        F: FnOnce(&Server, &Config, Option<&EnsembleView>) -> R + Send + 'static,
     {
         let (reply_tx, reply_rx) = oneshot::channel();
-        let call = CoreCall::Query(Box::new(move |server: &Server, config: &Config| {
-            let _ = reply_tx.send(f(server, config));
-        }));
+        let call = CoreCall::Query(Box::new(
+            move |server: &Server, config: &Config, ensemble: Option<&EnsembleView>| {
+                let _ = reply_tx.send(f(server, config, ensemble));
+            },
+        ));
         self.tx.send(call).await.ok()?;
         reply_rx.await.ok()
     }

@@ -13,6 +13,7 @@
 //! `DefaultMetricsProvider.dump`, checked against the output of a running 3.8.0 server
 //! (the tests below hold those captures).
 
+use super::quorum::EnsembleView;
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
@@ -211,7 +212,8 @@ pub struct ConfSnapshot {
     pub server_id: i64,
     /// Lines ZooKeeper adds in an ensemble (`initLimit`, `syncLimit`, `electionAlg`,
     /// `electionPort`, `quorumPort`, `peerType`, then `membership: ` and the dynamic
-    /// config): printed verbatim after `serverId`, each followed by a newline.
+    /// config): printed verbatim after `serverId`, each followed by a newline but the
+    /// last (ZooKeeper prints the dynamic config's text as it is, `version=0` unended).
     pub quorum_lines: Vec<String>,
 }
 
@@ -294,6 +296,11 @@ pub struct ServerSnapshot {
     pub mntr_summaries: Vec<(String, Summary)>,
     /// Summary sets printed last, e.g. `a_read_per_namespace` (5 lines each).
     pub mntr_summary_sets: Vec<(String, Summary)>,
+    /// Voting members of the ensemble (`zk_quorum_size`); 0 standalone.
+    pub quorum_size: u64,
+    /// An ensemble member's Zab side (`mntr` adds `zk_peer_state`, a leader its
+    /// learners; the quorum AdminServer commands); `None` standalone.
+    pub ensemble: Option<EnsembleView>,
 }
 
 impl Default for ConfSnapshot {
@@ -351,6 +358,8 @@ impl Default for ServerSnapshot {
             mntr_counters: Vec::new(),
             mntr_summaries: Vec::new(),
             mntr_summary_sets: Vec::new(),
+            quorum_size: 0,
+            ensemble: None,
         }
     }
 }
@@ -649,8 +658,11 @@ fn conf(out: &mut String, snap: &ServerSnapshot) {
         c.client_port_listen_backlog
     );
     let _ = writeln!(out, "serverId={}", c.server_id);
-    for line in &c.quorum_lines {
-        let _ = writeln!(out, "{line}");
+    if let Some((last, lines)) = c.quorum_lines.split_last() {
+        for line in lines {
+            let _ = writeln!(out, "{line}");
+        }
+        out.push_str(last);
     }
 }
 
@@ -792,6 +804,45 @@ const MNTR_SINGLES: [&str; 71] = [
     "tls_handshake_exceeded",
     "revalidate_count",
 ];
+
+/// `mntr` single values an ensemble member adds, each after the standalone value named
+/// first (ZooKeeper 3.8.0's order, captured from a 3-member ensemble): a follower or
+/// observer adds `quorum_size`, a leader also its proposal sizes and learners.
+const MNTR_ENSEMBLE_SINGLES: [(&str, &str); 1] = [("non_mtls_local_conn_count", "quorum_size")];
+
+/// See [`MNTR_ENSEMBLE_SINGLES`]: the leader's own values.
+const MNTR_LEADER_SINGLES: [(&str, &str); 9] = [
+    ("avg_latency", "min_proposal_size"),
+    ("packets_received", "max_proposal_size"),
+    ("max_client_response_size", "synced_followers"),
+    ("watch_count", "synced_non_voting_followers"),
+    ("watch_count", "synced_observers"),
+    ("open_file_descriptor_count", "last_proposal_size"),
+    ("open_file_descriptor_count", "pending_syncs"),
+    ("open_file_descriptor_count", "leader_uptime"),
+    ("outstanding_tls_handshake", "learners"),
+];
+
+/// The value of an ensemble-only `mntr` single (see [`MNTR_LEADER_SINGLES`]).
+fn ensemble_single(key: &str, snap: &ServerSnapshot, e: &EnsembleView) -> MntrValue {
+    let voting = |l: &&crate::admin::quorum::LearnerView| l.synced && !l.observer;
+    let (last, min, max) = snap.proposal_sizes_last_min_max;
+    MntrValue::Int(match key {
+        "quorum_size" => snap.quorum_size as i64,
+        "min_proposal_size" => min,
+        "max_proposal_size" => max,
+        "last_proposal_size" => last,
+        "synced_followers" => e.learners.iter().filter(voting).count() as i64,
+        // keel has no non-voting followers (a learner votes or observes).
+        "synced_non_voting_followers" => 0,
+        "synced_observers" => e.learners.iter().filter(|l| l.synced && l.observer).count() as i64,
+        // A sync is answered once the txns before it commit, never parked: none pend.
+        "pending_syncs" => 0,
+        "leader_uptime" => e.leader_uptime_ms.unwrap_or(0) as i64,
+        "learners" => e.learners.len() as i64,
+        _ => 0,
+    })
+}
 
 /// `mntr` avg/min/max/cnt/sum summaries, in ZooKeeper 3.8.0's order.
 const MNTR_SUMMARIES: [&str; 41] = [
@@ -957,6 +1008,10 @@ pub fn mntr_entries(snap: &ServerSnapshot) -> Vec<(String, MntrValue)> {
     let mut push = |key: &str, value: MntrValue| out.push((key.to_string(), value));
     push("version", MntrValue::Text(snap.full_version()));
     push("server_state", MntrValue::Text(snap.mode.clone()));
+    let ensemble = snap.ensemble.as_ref();
+    if let Some(e) = ensemble {
+        push("peer_state", MntrValue::Text(e.peer_state.clone()));
+    }
     let ephemerals: usize = snap.ephemerals.iter().map(|(_, p)| p.len()).sum();
     let sessions: usize = snap
         .session_expiry
@@ -1000,6 +1055,15 @@ pub fn mntr_entries(snap: &ServerSnapshot) -> Vec<(String, MntrValue)> {
             ),
         };
         push(key, value);
+        if let Some(e) = ensemble {
+            let leader = e.is_leader();
+            let extra = MNTR_ENSEMBLE_SINGLES
+                .iter()
+                .chain(MNTR_LEADER_SINGLES.iter().filter(|_| leader));
+            for (_, name) in extra.filter(|(after, _)| *after == key) {
+                push(name, ensemble_single(name, snap, e));
+            }
+        }
     }
     let find = |name: &str| {
         snap.mntr_summaries
@@ -2153,6 +2217,93 @@ zk_p999_write_commitproc_time_ms	0
             ..ServerSnapshot::default()
         };
         assert_text(&render("mntr", &snap).unwrap(), MNTR_FRESH);
+    }
+
+    /// The Zab side of a 3-member ensemble as `mntr` shows it.
+    fn ensemble_snapshot(leader: bool) -> ServerSnapshot {
+        let learner = |sid| crate::admin::quorum::LearnerView {
+            sid,
+            observer: false,
+            synced: true,
+        };
+        ServerSnapshot {
+            mode: if leader { "leader" } else { "follower" }.into(),
+            open_file_descriptor_count: Some(48),
+            max_file_descriptor_count: Some(20000),
+            quorum_size: 3,
+            ensemble: Some(EnsembleView {
+                my_id: 3,
+                peer_state: if leader {
+                    "leading - broadcast"
+                } else {
+                    "following - broadcast"
+                }
+                .into(),
+                zab_state: "broadcast".into(),
+                leader_id: Some(if leader { 3 } else { 1 }),
+                accepted_epoch: 1,
+                current_epoch: 1,
+                last_logged_zxid: 0,
+                learners: if leader {
+                    vec![learner(1), learner(2)]
+                } else {
+                    Vec::new()
+                },
+                leader_uptime_ms: leader.then_some(2707),
+            }),
+            ..ServerSnapshot::default()
+        }
+    }
+
+    /// A leader's and a follower's `mntr` single values, in the order of a ZooKeeper
+    /// 3.8.0 3-member ensemble (captured: tickTime 500, fresh, 2 followers synced).
+    #[test]
+    fn ensemble_mntr_matches_capture_order() {
+        let leader_keys = "peer_state ephemerals_count num_alive_connections avg_latency min_proposal_size outstanding_requests znode_count global_sessions non_mtls_remote_conn_count last_client_response_size packets_sent packets_received max_proposal_size max_client_response_size synced_followers connection_drop_probability watch_count synced_non_voting_followers synced_observers auth_failed_count min_latency max_file_descriptor_count approximate_data_size open_file_descriptor_count last_proposal_size pending_syncs leader_uptime local_sessions uptime max_latency outstanding_tls_handshake learners min_client_response_size non_mtls_local_conn_count quorum_size proposal_count";
+        let leader: Vec<String> = mntr_entries(&ensemble_snapshot(true))
+            .into_iter()
+            .skip(2)
+            .take(leader_keys.split(' ').count())
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(leader.join(" "), leader_keys);
+        let values: std::collections::HashMap<String, String> =
+            mntr_entries(&ensemble_snapshot(true))
+                .into_iter()
+                .map(|(k, v)| (k, v.render()))
+                .collect();
+        for (k, v) in [
+            ("peer_state", "leading - broadcast"),
+            ("synced_followers", "2"),
+            ("synced_non_voting_followers", "0"),
+            ("synced_observers", "0"),
+            ("pending_syncs", "0"),
+            ("learners", "2"),
+            ("leader_uptime", "2707"),
+            ("quorum_size", "3"),
+            ("min_proposal_size", "-1"),
+        ] {
+            assert_eq!(values[k], v, "{k}");
+        }
+        // A follower adds only its peer state and the quorum size.
+        let follower: Vec<String> = mntr_entries(&ensemble_snapshot(false))
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        let standalone: Vec<String> = mntr_entries(&ServerSnapshot {
+            open_file_descriptor_count: Some(48),
+            max_file_descriptor_count: Some(20000),
+            ..ServerSnapshot::default()
+        })
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+        let added: Vec<&String> = follower
+            .iter()
+            .filter(|k| !standalone.contains(k))
+            .collect();
+        assert_eq!(added, ["peer_state", "quorum_size"]);
+        assert_eq!(follower[2], "peer_state");
     }
 
     #[test]

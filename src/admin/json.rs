@@ -15,8 +15,9 @@ use super::fourlw::{
     java_hex, java_socket_addr, mntr_entries, round4_half_up, ConnectionSnapshot, MntrValue,
     ServerSnapshot,
 };
+use super::quorum::EnsembleView;
 use super::snapshot;
-use crate::config::Config;
+use crate::config::{Config, ServerSpec};
 use crate::server::stats::LastSnapshot;
 use crate::server::Server;
 use serde_json::{json, Map, Value};
@@ -96,16 +97,26 @@ pub struct AdminView {
     pub initial_config: String,
     /// `system_properties`, sorted by name.
     pub system_properties: BTreeMap<String, String>,
+    /// The server.N lines (`voting_view`, `zabstate`, the leader's address).
+    pub servers: Vec<ServerSpec>,
+    /// This member's client listen address, `addr:port` (ZooKeeper's `0.0.0.0:port`
+    /// without clientPortAddress); empty without a client port.
+    pub client_address: String,
 }
 
 /// Gathers an [`AdminView`] of `server`; runs on the core task (see
 /// `admin::core_handle::CoreHandle::query`), so it must stay quick.
-pub fn gather(server: &Server, config: &Config) -> AdminView {
-    let snap = snapshot::build(server, config);
+pub fn gather(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) -> AdminView {
+    let snap = snapshot::build(server, config, ensemble);
     AdminView {
         last_snapshot: server.stats.metrics.storage.figures().last_snapshot,
         initial_config: config.initial_config.clone(),
         system_properties: system_properties(config),
+        servers: config.servers.clone(),
+        client_address: config.client_port.map_or(String::new(), |port| {
+            let addr = config.client_port_address.as_deref().unwrap_or("0.0.0.0");
+            format!("{addr}:{port}")
+        }),
         snap,
     }
 }
@@ -360,7 +371,17 @@ pub fn run(name: &str, params: &HashMap<String, String>, view: &AdminView) -> Va
             put("zxid", json!(java_hex(zxid)));
             put("timestamp", json!(timestamp));
         }
-        "leader" => put("error", json!("server is not initialized")),
+        "leader" => match &snap.ensemble {
+            None => put("error", json!("server is not initialized")),
+            Some(e) => {
+                let leader = e
+                    .leader_id
+                    .and_then(|id| view.servers.iter().find(|s| s.id == id));
+                put("is_leader", json!(e.is_leader()));
+                put("leader_id", json!(e.leader_id.map_or(-1, |id| id as i64)));
+                put("leader_ip", json!(leader.map_or("", |s| s.host.as_str())));
+            }
+        },
         "monitor" => {
             for (k, v) in mntr_entries(snap) {
                 let v = match v {
@@ -407,7 +428,15 @@ pub fn run(name: &str, params: &HashMap<String, String>, view: &AdminView) -> Va
                 put(k, json!(v));
             }
         }
-        "voting_view" => put("current_config", json!({})),
+        "voting_view" => {
+            let mut config = Map::new();
+            if let Some(e) = &snap.ensemble {
+                for s in view.servers.iter().filter(|s| !s.observer) {
+                    config.insert(s.id.to_string(), server_view(s, e.my_id, view));
+                }
+            }
+            put("current_config", Value::Object(config));
+        }
         "watch_summary" => {
             let paths: std::collections::BTreeSet<&String> =
                 snap.data_watches.iter().flat_map(|(_, p)| p).collect();
@@ -437,14 +466,77 @@ pub fn run(name: &str, params: &HashMap<String, String>, view: &AdminView) -> Va
                 .collect();
             put("path_to_session_ids", Value::Object(by_path));
         }
-        "zabstate" => {
-            put("voting", json!(false));
-            put("zabstate", json!(""));
-        }
+        "zabstate" => match &snap.ensemble {
+            None => {
+                put("voting", json!(false));
+                put("zabstate", json!(""));
+            }
+            Some(e) => {
+                let me = view.servers.iter().find(|s| s.id == e.my_id);
+                put("myid", json!(e.my_id));
+                put("is_leader", json!(e.is_leader()));
+                if let Some(me) = me {
+                    put(
+                        "quorum_address",
+                        multiple_addresses(&me.host, me.quorum_port),
+                    );
+                    put(
+                        "election_address",
+                        multiple_addresses(&me.host, me.election_port),
+                    );
+                }
+                put("client_address", json!(view.client_address));
+                put("voting", json!(me.is_some_and(|s| !s.observer)));
+                put(
+                    "last_zxid",
+                    json!(format!("0x{}", java_hex(snap.last_zxid))),
+                );
+                put("zab_epoch", json!(snap.last_zxid >> 32));
+                put("zab_counter", json!(snap.last_zxid & 0xffff_ffff));
+                put("zabstate", json!(e.zab_state));
+            }
+        },
         // ruok, the resets: nothing beyond command and error.
         _ => {}
     }
     response(command.primary, data, None)
+}
+
+/// One voting member as `voting_view` shows it (ZooKeeper's `QuorumServerView`): its
+/// addresses, and its client address where known (its server.N line's client part, or
+/// this member's own client port).
+fn server_view(s: &ServerSpec, my_id: u64, view: &AdminView) -> Value {
+    let client = match (s.client_port, s.id == my_id) {
+        (Some(port), _) => format!(
+            "{}:{port}",
+            s.client_address.as_deref().unwrap_or("0.0.0.0")
+        ),
+        (None, true) => view.client_address.clone(),
+        (None, false) => String::new(),
+    };
+    json!({
+        "server_addresses": [format!("{}:{}", s.host, s.quorum_port)],
+        "election_addresses": [format!("{}:{}", s.host, s.election_port)],
+        "client_address": client,
+        "learner_type": if s.observer { "observer" } else { "participant" },
+    })
+}
+
+/// A one-address `MultipleAddresses` as Jackson serialises its getters (`zabstate`).
+fn multiple_addresses(host: &str, port: u16) -> Value {
+    let one = format!("{host}:{port}");
+    json!({
+        "empty": false,
+        "all_addresses": [one],
+        "all_reachable_addresses": [one],
+        "one": one,
+        "reachable_address": one,
+        "wildcard_addresses": [format!("0.0.0.0:{port}")],
+        "all_ports": [port],
+        "all_host_strings": [host],
+        "all_reachable_addresses_or_all": [one],
+        "reachable_or_one": one,
+    })
 }
 
 /// `CommandResponse.toMap`: the command's keys, then `command` and `error`; an `error`
@@ -488,6 +580,28 @@ fn connection_info(c: &ConnectionSnapshot, brief: bool) -> Value {
 
 /// The keys `srvr`/`server_stats` share with `stats` (`SrvrCommand.run`; the
 /// `ServerStats` object as Jackson writes its getters).
+/// `server_stats` keys of an ensemble member, in ZooKeeper 3.8's order.
+const ENSEMBLE_SERVER_STATS_ORDER: [&str; 18] = [
+    "packets_sent",
+    "packets_received",
+    "fsync_threshold_exceed_count",
+    "client_response_stats",
+    "provider_null",
+    "server_state",
+    "outstanding_requests",
+    "min_latency",
+    "avg_latency",
+    "max_latency",
+    "data_dir_size",
+    "log_dir_size",
+    "last_processed_zxid",
+    "num_alive_client_connections",
+    "uptime",
+    "auth_failed_count",
+    "non_mtlsremote_conn_count",
+    "non_mtlslocal_conn_count",
+];
+
 fn server_stats(snap: &ServerSnapshot, put: &mut impl FnMut(&str, Value)) {
     let (last, min, max) = snap.client_response_size_last_min_max;
     let buffer = json!({"last_buffer_size": last, "min_buffer_size": min, "max_buffer_size": max});
@@ -528,10 +642,25 @@ fn server_stats(snap: &ServerSnapshot, put: &mut impl FnMut(&str, Value)) {
         "non_mtlslocal_conn_count",
         json!(counter("non_mtls_local_conn_count")),
     );
+    if snap.ensemble.is_some() {
+        // A quorum server's `ServerStats` serialises its getters in another order
+        // (captured from a ZooKeeper 3.8 ensemble).
+        stats = ENSEMBLE_SERVER_STATS_ORDER
+            .iter()
+            .filter_map(|&k| stats.get(k).map(|v| (k.to_string(), v.clone())))
+            .collect();
+    }
     put("version", json!(snap.full_version()));
     put("read_only", json!(snap.read_only));
     put("server_stats", Value::Object(stats));
     put("client_response", buffer);
+    if snap.mode == "leader" {
+        let (last, min, max) = snap.proposal_sizes_last_min_max;
+        put(
+            "proposal_stats",
+            json!({"last_buffer_size": last, "min_buffer_size": min, "max_buffer_size": max}),
+        );
+    }
     put("node_count", json!(snap.node_count));
 }
 
@@ -637,6 +766,8 @@ mod tests {
             last_snapshot: None,
             initial_config: "tickTime=2000\n".into(),
             system_properties: BTreeMap::new(),
+            servers: Vec::new(),
+            client_address: String::new(),
         }
     }
 
@@ -675,6 +806,70 @@ mod tests {
             }
         }
         assert!(lookup("MNTR").is_none());
+    }
+
+    /// `leader`, `voting_view` and `zabstate` of a follower (myid 1) of a 3-member
+    /// ensemble led by 3, as ZooKeeper 3.8.0 answers them (captured).
+    #[test]
+    fn ensemble_answers_of_the_quorum_commands() {
+        let text = "tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir=/d\nclientPort=3401\n\
+                    server.1=127.0.0.1:3402:3403\nserver.2=127.0.0.1:3412:3413\n\
+                    server.3=127.0.0.1:3422:3423\n";
+        let mut config = Config::parse(text).unwrap();
+        config.set_my_id(1).unwrap();
+        let server = Server::new(crate::server_settings(&config), 0, 0, 1);
+        let e = EnsembleView {
+            my_id: 1,
+            peer_state: "following - broadcast".into(),
+            zab_state: "broadcast".into(),
+            leader_id: Some(3),
+            accepted_epoch: 1,
+            current_epoch: 1,
+            last_logged_zxid: 0,
+            learners: Vec::new(),
+            leader_uptime_ms: None,
+        };
+        let v = gather(&server, &config, Some(&e));
+        let body = |name: &str| to_jackson_pretty(&run(name, &HashMap::new(), &v));
+        assert_eq!(
+            body("leader"),
+            "{\n  \"is_leader\" : false,\n  \"leader_id\" : 3,\n  \"leader_ip\" : \"127.0.0.1\",\n  \
+             \"command\" : \"leader\",\n  \"error\" : null\n}"
+        );
+        let voting = run("voting_view", &HashMap::new(), &v);
+        let one = &voting["current_config"]["1"];
+        assert_eq!(one["server_addresses"], json!(["127.0.0.1:3402"]));
+        assert_eq!(one["election_addresses"], json!(["127.0.0.1:3403"]));
+        assert_eq!(one["client_address"], json!("0.0.0.0:3401"));
+        assert_eq!(one["learner_type"], json!("participant"));
+        assert_eq!(voting["current_config"]["2"]["client_address"], json!(""));
+        let z = run("zabstate", &HashMap::new(), &v);
+        let keys: Vec<&String> = z.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            [
+                "myid",
+                "is_leader",
+                "quorum_address",
+                "election_address",
+                "client_address",
+                "voting",
+                "last_zxid",
+                "zab_epoch",
+                "zab_counter",
+                "zabstate",
+                "command",
+                "error"
+            ]
+        );
+        assert_eq!(
+            z["quorum_address"]["wildcard_addresses"],
+            json!(["0.0.0.0:3402"])
+        );
+        assert_eq!(z["election_address"]["all_ports"], json!([3403]));
+        assert_eq!(z["voting"], json!(true));
+        assert_eq!(z["last_zxid"], json!("0x0"));
+        assert_eq!(z["zabstate"], json!("broadcast"));
     }
 
     #[test]

@@ -21,6 +21,7 @@
 //! are not exported.
 
 use super::fourlw::{java_double, mntr_entries, mntr_metric_names, MntrKind, MntrValue};
+use super::quorum::EnsembleView;
 use super::snapshot;
 use super::BoundedListener;
 use crate::admin::core_handle::CoreHandle;
@@ -109,8 +110,8 @@ pub struct Scrape {
 }
 
 /// Copies what a scrape reports from `server`; runs on the core task.
-pub fn gather(server: &Server, config: &Config) -> Scrape {
-    let snap = snapshot::build(server, config);
+pub fn gather(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) -> Scrape {
+    let snap = snapshot::build(server, config, ensemble);
     let m = &server.stats.metrics;
     let storage = m.storage.figures();
     let copy = |n: &crate::server::stats::NamespaceStats| {

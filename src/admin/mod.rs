@@ -6,6 +6,7 @@
 //! - [`json`]: the AdminServer's commands and their JSON bodies.
 //! - [`http`]: the AdminServer endpoint (`admin.*` keys).
 //! - [`metrics`]: the Prometheus `/metrics` endpoint (`metricsProvider.*` keys).
+//! - [`quorum`]: the Zab side of an ensemble member, as the core task sees it.
 //! - [`core_handle`]: how both endpoints reach the state machine on the core task.
 //!
 //! [`Endpoints`] binds both HTTP endpoints at start-up, in ZooKeeper's order and with its
@@ -16,6 +17,7 @@ pub mod fourlw;
 pub mod http;
 pub mod json;
 pub mod metrics;
+pub mod quorum;
 pub mod snapshot;
 
 use crate::admin::core_handle::CoreHandle;

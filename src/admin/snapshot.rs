@@ -5,6 +5,7 @@ use super::fourlw::{
     keel_environment, ConfSnapshot, ConnectionExpiryBucket, ConnectionSnapshot, ServerSnapshot,
     SessionExpiryBucket, Summary,
 };
+use super::quorum::EnsembleView;
 use crate::config::Config;
 use crate::server::stats::SummaryStat;
 use crate::server::{Role, Server};
@@ -83,8 +84,13 @@ fn max_file_descriptor_count() -> Option<u64> {
 /// A snapshot for the four-letter word asked on the connection from `asker`: that
 /// connection is listed too, as ZooKeeper lists it (`cons`, `stat`, the connections in
 /// `dump`): no session, one packet received, none sent yet, interest ops 0.
-pub fn build_for_word(server: &Server, config: &Config, asker: SocketAddr) -> ServerSnapshot {
-    let mut snap = build(server, config);
+pub fn build_for_word(
+    server: &Server,
+    config: &Config,
+    ensemble: Option<&EnsembleView>,
+    asker: SocketAddr,
+) -> ServerSnapshot {
+    let mut snap = build(server, config, ensemble);
     let now = server.now_ms();
     snap.connections.push(ConnectionSnapshot {
         remote: asker,
@@ -141,9 +147,50 @@ fn mode_of(server: &Server, config: &Config) -> (&'static str, bool) {
     }
 }
 
+/// The lines `conf` adds after `serverId` on an ensemble member
+/// (`QuorumPeer`'s part of `dumpConf`): the limits, `electionAlg=3`, this member's ports,
+/// `peerType` (0 participant, 1 observer), then `membership: ` and the dynamic config
+/// (each server.N line with its learner type and client part, then `version=0`).
+fn quorum_lines(config: &Config) -> Vec<String> {
+    let me = config.servers.iter().find(|s| Some(s.id) == config.my_id);
+    let mut lines = vec![
+        format!("initLimit={}", config.init_limit),
+        format!("syncLimit={}", config.sync_limit),
+        "electionAlg=3".to_string(),
+        format!(
+            "electionPort={}",
+            me.map_or(-1, |s| i32::from(s.election_port))
+        ),
+        format!("quorumPort={}", me.map_or(-1, |s| i32::from(s.quorum_port))),
+        format!("peerType={}", u8::from(me.is_some_and(|s| s.observer))),
+        "membership: ".to_string(),
+    ];
+    for s in &config.servers {
+        let mut line = format!(
+            "server.{}={}:{}:{}:{}",
+            s.id,
+            s.host,
+            s.quorum_port,
+            s.election_port,
+            if s.observer {
+                "observer"
+            } else {
+                "participant"
+            }
+        );
+        if let Some(port) = s.client_port {
+            let addr = s.client_address.as_deref().unwrap_or("0.0.0.0");
+            line.push_str(&format!(";{addr}:{port}"));
+        }
+        lines.push(line);
+    }
+    lines.push("version=0".to_string());
+    lines
+}
+
 /// A snapshot of `server` for the admin surface (four-letter words without the asking
-/// connection, AdminServer, metrics).
-pub fn build(server: &Server, config: &Config) -> ServerSnapshot {
+/// connection, AdminServer, metrics); `ensemble` is an ensemble member's Zab side.
+pub fn build(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) -> ServerSnapshot {
     let now = server.now_ms();
     let session_of = |conn: u64| server.conns.get(&conn).map(|c| c.session_id).unwrap_or(0);
     let connections = server
@@ -227,7 +274,12 @@ pub fn build(server: &Server, config: &Config) -> ServerSnapshot {
         packets_received: server.stats.packets_received,
         packets_sent: server.stats.packets_sent,
         connections,
-        last_zxid: server.last_zxid,
+        // A leader's last processed zxid starts at its epoch's first zxid once it is
+        // established (ZooKeeper's `Leader.startZkServer` sets it to `makeZxid(epoch, 0)`).
+        last_zxid: match server.role() {
+            Role::Leader { epoch } => (i64::from(epoch) << 32).max(server.last_zxid),
+            _ => server.last_zxid,
+        },
         // ZooKeeper's DataTree holds the root under both "" and "/", and reports the
         // size of that map (a fresh server has 5); keel keeps the root once.
         node_count: server.tree.node_count() as u64 + 1,
@@ -252,7 +304,11 @@ pub fn build(server: &Server, config: &Config) -> ServerSnapshot {
             } else {
                 0
             },
-            quorum_lines: Vec::new(),
+            quorum_lines: if ensemble.is_some() {
+                quorum_lines(config)
+            } else {
+                Vec::new()
+            },
         },
         environment: keel_environment(),
         data_watches: data_watches.into_iter().collect(),
@@ -271,6 +327,13 @@ pub fn build(server: &Server, config: &Config) -> ServerSnapshot {
                 session_ids,
             })
             .collect(),
+        // ZooKeeper's `getQuorumSize` is the voting view's size.
+        quorum_size: if ensemble.is_some() {
+            config.servers.iter().filter(|s| !s.observer).count() as u64
+        } else {
+            0
+        },
+        ensemble: ensemble.cloned(),
         ..ServerSnapshot::default()
     }
 }
@@ -285,7 +348,7 @@ mod tests {
             config.set_my_id(id).unwrap();
         }
         let server = Server::new(crate::server_settings(&config), 0, 0, 1);
-        build(&server, &config).conf.server_id
+        build(&server, &config, None).conf.server_id
     }
 
     #[test]
@@ -302,6 +365,45 @@ mod tests {
         assert_eq!(server_id_of(three, Some(2)), 2);
     }
 
+    /// An ensemble member's `conf` ends with ZooKeeper's quorum lines (captured from a
+    /// ZooKeeper 3.8.0 member, myid 3), the last one unended; the leader's `Zxid` is its
+    /// epoch's first zxid.
+    #[test]
+    fn ensemble_conf_and_leader_zxid_match_capture() {
+        let text = "tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir=/d\nclientPort=3521\n\
+                    server.1=127.0.0.1:3502:3503\nserver.2=127.0.0.1:3512:3513\n\
+                    server.3=127.0.0.1:3522:3523\n";
+        let mut config = Config::parse(text).unwrap();
+        config.set_my_id(3).unwrap();
+        let mut server = Server::new(crate::server_settings(&config), 0, 0, 1);
+        server.handle(0, crate::server::Input::Role(Role::Leader { epoch: 1 }));
+        let view = EnsembleView {
+            my_id: 3,
+            peer_state: "leading - broadcast".into(),
+            zab_state: "broadcast".into(),
+            leader_id: Some(3),
+            accepted_epoch: 1,
+            current_epoch: 1,
+            last_logged_zxid: 0,
+            learners: Vec::new(),
+            leader_uptime_ms: Some(0),
+        };
+        let snap = build(&server, &config, Some(&view));
+        let conf = super::super::fourlw::render("conf", &snap).unwrap();
+        let tail = conf.split_once("serverId=").unwrap().1;
+        assert_eq!(
+            tail,
+            "3\ninitLimit=10\nsyncLimit=5\nelectionAlg=3\nelectionPort=3523\nquorumPort=3522\n\
+             peerType=0\nmembership: \nserver.1=127.0.0.1:3502:3503:participant\n\
+             server.2=127.0.0.1:3512:3513:participant\n\
+             server.3=127.0.0.1:3522:3523:participant\nversion=0"
+        );
+        assert_eq!(snap.last_zxid, 0x1_0000_0000);
+        assert_eq!(snap.quorum_size, 3);
+        // Standalone: no quorum lines.
+        assert!(build(&server, &config, None).conf.quorum_lines.is_empty());
+    }
+
     /// `Mode:` follows the server's role; an electing member does not serve; an
     /// `:observer` line makes a learner an observer.
     #[test]
@@ -314,7 +416,7 @@ mod tests {
             config.set_my_id(my_id).unwrap();
             let mut server = Server::new(crate::server_settings(&config), 0, 0, 1);
             server.handle(0, crate::server::Input::Role(role));
-            let snap = build(&server, &config);
+            let snap = build(&server, &config, None);
             (snap.mode, snap.serving)
         };
         assert_eq!(mode(1, Role::Leader { epoch: 1 }), ("leader".into(), true));
@@ -323,6 +425,6 @@ mod tests {
         assert!(!mode(2, Role::NotServing).1);
         let standalone = Config::parse("dataDir=/d\n").unwrap();
         let server = Server::new(crate::server_settings(&standalone), 0, 0, 1);
-        assert_eq!(build(&server, &standalone).mode, "standalone");
+        assert_eq!(build(&server, &standalone, None).mode, "standalone");
     }
 }

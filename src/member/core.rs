@@ -5,6 +5,7 @@
 
 use super::now_ms;
 use crate::admin::core_handle::CoreCall;
+use crate::admin::quorum::EnsembleView;
 use crate::admin::{fourlw, snapshot};
 use crate::config::Config;
 use crate::net::client::ToCore;
@@ -52,7 +53,7 @@ pub async fn run(
                     }
                 }
             }
-            Some(call) = admin_rx.recv() => call.run(server, &config),
+            Some(call) = admin_rx.recv() => call.run(server, &config, None),
             changed = durable.changed() => {
                 if changed.is_err() {
                     return;
@@ -138,6 +139,10 @@ pub(crate) trait ClientSink {
     fn input(&mut self, now_ms: i64, input: Input);
     /// The state machine, for the four-letter words.
     fn server_mut(&mut self) -> &mut Server;
+    /// An ensemble member's Zab side for the four-letter words; `None` standalone.
+    fn ensemble_view(&self) -> Option<EnsembleView> {
+        None
+    }
 }
 
 impl ClientSink for Server {
@@ -182,6 +187,7 @@ pub(crate) fn handle(
             }
         }
         ToCore::FourLetter { word, peer, reply } => {
+            let ensemble = sink.ensemble_view();
             let server = sink.server_mut();
             let text = if config.four_letter_words.allows(&word) {
                 match word.as_str() {
@@ -189,7 +195,7 @@ pub(crate) fn handle(
                     "crst" => server.reset_connection_stats(),
                     _ => {}
                 }
-                let snap = snapshot::build_for_word(server, config, peer);
+                let snap = snapshot::build_for_word(server, config, ensemble.as_ref(), peer);
                 fourlw::render(&word, &snap).unwrap_or_default()
             } else {
                 fourlw::not_whitelisted(&word)

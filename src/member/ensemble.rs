@@ -12,6 +12,7 @@
 use super::core::{handle, route, ClientSink};
 use super::now_ms;
 use crate::admin::core_handle::{CoreCall, CoreHandle};
+use crate::admin::quorum::{EnsembleView, LearnerView};
 use crate::config::Config;
 use crate::member::replica::{Effect, Replica};
 use crate::net::busy_poll::BusyPoll;
@@ -20,7 +21,7 @@ use crate::net::peer::{PeerInbox, PeerNet, PeerParams};
 use crate::net::zab_persist::{self, ZabOp};
 use crate::server::{Input, Outbound, Server};
 use crate::storage::zab::ZabStore;
-use crate::zab::message::Message;
+use crate::zab::message::{Message, ServerState};
 use crate::zab::quorum::QuorumVerifier;
 use crate::zab::{self, Action, Sid, Zxid};
 use std::sync::Arc;
@@ -206,9 +207,46 @@ impl ClientSink for EnsembleCore {
     fn server_mut(&mut self) -> &mut Server {
         self.replica.server_mut()
     }
+    fn ensemble_view(&self) -> Option<EnsembleView> {
+        Some(self.view())
+    }
 }
 
 impl EnsembleCore {
+    /// The replica's Zab side as the admin surface shows it.
+    fn view(&self) -> EnsembleView {
+        let peer = self.replica.peer();
+        let zab_state = peer.zab_state().name().to_lowercase();
+        let state = match peer.state() {
+            ServerState::Looking => "looking",
+            ServerState::Following => "following",
+            ServerState::Leading => "leading",
+            ServerState::Observing => "observing",
+        };
+        let (accepted_epoch, current_epoch) = peer.epochs();
+        EnsembleView {
+            my_id: peer.sid(),
+            peer_state: format!("{state} - {zab_state}"),
+            zab_state,
+            leader_id: peer.leader(),
+            accepted_epoch,
+            current_epoch,
+            last_logged_zxid: peer.last_logged() as i64,
+            learners: peer
+                .learners()
+                .into_iter()
+                .map(|l| LearnerView {
+                    sid: l.sid,
+                    observer: l.observer,
+                    synced: l.forwarding,
+                })
+                .collect(),
+            leader_uptime_ms: peer
+                .leading_since_ms()
+                .map(|since| (now_ms() as u64).saturating_sub(since)),
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     async fn run(
         &mut self,
@@ -242,7 +280,10 @@ impl EnsembleCore {
                         }
                     }
                 }
-                Some(call) = admin_rx.recv() => call.run(self.replica.server_mut(), &config),
+                Some(call) = admin_rx.recv() => {
+                    let view = self.view();
+                    call.run(self.replica.server_mut(), &config, Some(&view));
+                }
                 input = inbox.recv() => {
                     let now = now_ms() as u64;
                     let effects = match input {

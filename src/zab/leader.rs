@@ -81,6 +81,9 @@ pub struct Leader {
     next_quorum_check_ms: u64,
     /// The counter of the last txn proposed in `epoch`.
     counter: u32,
+    /// When this member started leading, ms (ZooKeeper's `zk_leader_uptime` counts
+    /// from here).
+    started_ms: u64,
 }
 
 impl Leader {
@@ -94,9 +97,38 @@ impl Leader {
             next_ping_ms: ctx.now_ms + ctx.config.tick_ms / 2,
             next_quorum_check_ms: ctx.now_ms + ctx.config.tick_ms,
             counter: 0,
+            started_ms: ctx.now_ms,
         };
         let next = l.advance(ctx);
         (l, next)
+    }
+
+    /// Where the leader is, as ZooKeeper's `QuorumPeer.ZabState` names it: discovery
+    /// until the ACKEPOCH quorum, synchronisation until the NEWLEADER quorum, then
+    /// broadcast.
+    pub fn zab_state(&self) -> super::ZabState {
+        match self.phase {
+            Phase::Discovery | Phase::AwaitEpochAcks => super::ZabState::Discovery,
+            Phase::AwaitNewLeaderAcks => super::ZabState::Synchronization,
+            Phase::Established => super::ZabState::Broadcast,
+        }
+    }
+
+    /// When this member started leading, ms.
+    pub fn started_ms(&self) -> u64 {
+        self.started_ms
+    }
+
+    /// Every connected learner (ZooKeeper's `Leader.getLearners`), ascending by sid.
+    pub fn learners(&self) -> Vec<super::LearnerInfo> {
+        self.handlers
+            .iter()
+            .map(|(&sid, h)| super::LearnerInfo {
+                sid,
+                observer: h.observer,
+                forwarding: h.forwarding(),
+            })
+            .collect()
     }
 
     /// The established epoch, if a quorum acknowledged NEWLEADER.

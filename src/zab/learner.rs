@@ -88,6 +88,23 @@ impl Learner {
         self.last_heard_ms = ctx.now_ms;
     }
 
+    /// The leader this learner follows or observes.
+    pub fn leader(&self) -> Sid {
+        self.leader
+    }
+
+    /// Where the learner is, as ZooKeeper's `QuorumPeer.ZabState` names it: discovery
+    /// until LEADERINFO, synchronisation until UPTODATE, then broadcast.
+    pub fn zab_state(&self) -> super::ZabState {
+        match self.phase {
+            Phase::AwaitLeaderInfo => super::ZabState::Discovery,
+            Phase::AwaitSync | Phase::Syncing | Phase::AwaitDurable | Phase::AwaitUpToDate => {
+                super::ZabState::Synchronization
+            }
+            Phase::Broadcast => super::ZabState::Broadcast,
+        }
+    }
+
     /// Going LOOKING: the leader connection closes.
     pub fn close(&mut self, ctx: &mut Ctx) {
         ctx.emit(Action::CloseConnection { peer: self.leader });

@@ -383,6 +383,44 @@ pub enum Next {
     Learn(Sid),
 }
 
+/// Where a member is in Zab (ZooKeeper's `QuorumPeer.ZabState`, shown by `mntr`
+/// `zk_peer_state` and the AdminServer's `zabstate`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ZabState {
+    /// LOOKING.
+    Election,
+    /// Leader or learner agreeing on the new epoch.
+    Discovery,
+    /// Learners being brought up to date.
+    Synchronization,
+    /// Serving: proposals and commits.
+    Broadcast,
+}
+
+impl ZabState {
+    /// ZooKeeper's name of the state (`ZabState.name()`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ZabState::Election => "ELECTION",
+            ZabState::Discovery => "DISCOVERY",
+            ZabState::Synchronization => "SYNCHRONIZATION",
+            ZabState::Broadcast => "BROADCAST",
+        }
+    }
+}
+
+/// One learner connected to a leader, as the leader sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LearnerInfo {
+    /// The learner's sid.
+    pub sid: Sid,
+    /// It registered with OBSERVERINFO.
+    pub observer: bool,
+    /// Its sync is queued and proposals are forwarded to it (ZooKeeper's forwarding
+    /// followers and observing learners: what `zk_synced_followers` counts).
+    pub forwarding: bool,
+}
+
 #[derive(Debug)]
 enum Role {
     Looking(Election),
@@ -572,6 +610,41 @@ impl Peer {
         self.server_state()
     }
 
+    /// Where this member is in Zab.
+    pub fn zab_state(&self) -> ZabState {
+        match &self.role {
+            Role::Looking(_) => ZabState::Election,
+            Role::Leading(l) => l.zab_state(),
+            Role::Learning(l) => l.zab_state(),
+        }
+    }
+
+    /// The leader: this member while it leads, the one it learns from while it
+    /// follows or observes, none while it elects.
+    pub fn leader(&self) -> Option<Sid> {
+        match &self.role {
+            Role::Looking(_) => None,
+            Role::Leading(_) => Some(self.sid()),
+            Role::Learning(l) => Some(l.leader()),
+        }
+    }
+
+    /// The learners connected to this member while it leads (empty otherwise).
+    pub fn learners(&self) -> Vec<LearnerInfo> {
+        match &self.role {
+            Role::Leading(l) => l.learners(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// When this member started leading, ms; `None` unless it leads.
+    pub fn leading_since_ms(&self) -> Option<u64> {
+        match &self.role {
+            Role::Leading(l) => Some(l.started_ms()),
+            _ => None,
+        }
+    }
+
     /// The epoch this member leads with a quorum, if it is an established leader.
     pub fn established_epoch(&self) -> Option<u32> {
         match &self.role {
@@ -600,6 +673,10 @@ mod tests {
         let config = Config::new(1, QuorumVerifier::new([1], []), 100, 10, 5);
         let (mut peer, actions) = Peer::new(config, Recovered::default(), 0);
         assert!(actions.is_empty(), "nobody to notify: {actions:?}");
+        assert_eq!(
+            (peer.zab_state(), peer.leader()),
+            (ZabState::Election, None)
+        );
         assert!(
             peer.step(100, Input::Tick).is_empty(),
             "still in the finalize wait"
@@ -619,6 +696,10 @@ mod tests {
             }))
         );
         assert_eq!(peer.established_epoch(), Some(1));
+        assert_eq!(peer.zab_state(), ZabState::Broadcast);
+        assert_eq!(peer.leader(), Some(1));
+        assert_eq!(peer.leading_since_ms(), Some(200));
+        assert!(peer.learners().is_empty());
         let actions = peer.step(
             201,
             Input::Propose {
