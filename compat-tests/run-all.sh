@@ -39,6 +39,7 @@ suite kazoo bash "$HERE/kazoo/run.sh" keel
 suite tls bash "$HERE/tls/run.sh"
 suite migrate bash "$HERE/migrate/run.sh"
 suite ensemble bash "$HERE/ensemble/run.sh" keel 20
+suite ensemble-admin-differential bash "$HERE/ensemble/admin.sh"
 
 echo
 [ ${#failures[@]} -eq 0 ] || echo "failed suites: ${failures[*]}"
