@@ -36,6 +36,7 @@ suite c-client bash "$HERE/cclient/run.sh" keel
 suite curator bash "$HERE/curator/run.sh" keel
 suite recipes bash "$HERE/recipes/run.sh" keel
 suite kazoo bash "$HERE/kazoo/run.sh" keel
+suite kazoo-cluster bash "$HERE/kazoo/run.sh" --cluster keel
 suite tls bash "$HERE/tls/run.sh"
 suite migrate bash "$HERE/migrate/run.sh"
 suite ensemble bash "$HERE/ensemble/run.sh" keel 20
