@@ -408,12 +408,15 @@ fn behind_the_window_diffs_from_the_on_disk_log() {
 /// the log again and again, each answer already behind the window, until initLimit).
 /// Messages flow without delay spikes here, so the leader commits all through each
 /// read (a spike held up the other follower's ACKs for the whole read, and with the
-/// window still the condition never arose).
+/// window still the condition never arose). A read takes 600-800 ms, in which more
+/// txns commit than the window (5) holds: with 150-200 ms only about 5 committed, the
+/// window never passed the read's end, and the leader without the pin passed too
+/// (checked on it: with 600-800 ms it re-read 6 times and the learner never joined).
 #[test]
 fn continuous_writes_during_a_diff_from_the_log() {
     let (mut w, _, f) = follower_behind_the_window(4394);
     w.delay_spikes = false;
-    w.log_read_ms = (150, 200);
+    w.log_read_ms = (600, 800);
     w.opts.propose_every_ms = 10;
     w.workload = true;
     let before = w.syncs.clone();
