@@ -119,8 +119,6 @@ def main():
     logging.basicConfig(level=logging.CRITICAL)
     root = sys.argv[1]
     members = [Member(root, i) for i in MEMBERS]
-    for i, m in zip(MEMBERS, members):
-        m.sid = i
     if not wait_serving(members):
         print("garbage: the ensemble is not serving at the start")
         return 1

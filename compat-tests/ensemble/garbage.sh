@@ -11,11 +11,7 @@ source "$HERE/lib.sh"
 
 BASE=${ENSEMBLE_BASE:-3100}
 WORK=${ENSEMBLE_WORK:-/tmp/keel-compat/ensemble-garbage}
-VENV=$(bash "$HERE/../kazoo/setup.sh" | tail -n1) || { echo "kazoo/setup.sh failed" >&2; exit 2; }
-if [ ! -x "$KEEL_BIN" ]; then
-  echo "keel binary not found at $KEEL_BIN (build it: cargo build --release, or set KEEL_BIN)" >&2
-  exit 2
-fi
+need_kazoo_and_keel
 
 trap 'stop_ensemble "$WORK"' EXIT
 start_ensemble keel "$WORK" "$BASE" || { tail -n 20 "$WORK"/m*/log >&2; exit 1; }

@@ -16,6 +16,16 @@ source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../lib.sh"
 
 ENSEMBLE_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
+# need_kazoo_and_keel: sets VENV to Kazoo's venv (kazoo/setup.sh) and checks KEEL_BIN;
+# exits 2 when either is missing.
+need_kazoo_and_keel() {
+  VENV=$(bash "$ENSEMBLE_HERE/../kazoo/setup.sh" | tail -n1) || { echo "kazoo/setup.sh failed" >&2; exit 2; }
+  if [ ! -x "$KEEL_BIN" ]; then
+    echo "keel binary not found at $KEEL_BIN (build it: cargo build --release, or set KEEL_BIN)" >&2
+    exit 2
+  fi
+}
+
 member_mode() { # PORT
   timeout 3 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf srvr >&3 && cat <&3' _ "$1" 2>/dev/null \
     | sed -n 's/^Mode: //p'

@@ -30,7 +30,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from chaos import MEMBERS, Member, Writer, dump, mode, wait_serving  # noqa: E402
+from chaos import MEMBERS, Member, Writer, agreement, dump, mode, wait_serving  # noqa: E402,E501
 
 from kazoo.client import KazooClient  # noqa: E402
 from kazoo.exceptions import KazooException  # noqa: E402
@@ -143,27 +143,12 @@ def modes(members):
 
 def agree(members, acked, absent, failures):
     """Every member's full dump identical, every acknowledged write present, none of
-    `absent` anywhere; returns (znodes, member dumps that differ)."""
+    `absent` anywhere (problems go to `failures`); returns (znodes, member dumps that
+    differ)."""
     dumps = {m.sid: dump(m.port) for m in members}
-    for sid, d in dumps.items():
-        missing = [p for p, data in acked.items() if p not in d or d[p][0] != data]
-        if missing:
-            failures.append("member %d lacks %d acknowledged writes, e.g. %s"
-                            % (sid, len(missing), missing[:3]))
-        present = [p for p in absent if p in d]
-        if present:
-            failures.append("member %d holds writes sent to the isolated leader: %s"
-                            % (sid, present))
-    first = dumps[members[0].sid]
-    differ = 0
-    for m in members[1:]:
-        d = dumps[m.sid]
-        diff = sorted(p for p in set(first) | set(d) if first.get(p) != d.get(p))
-        if diff:
-            differ += 1
-            failures.append("members %d and %d differ at %d znodes, e.g. %s"
-                            % (members[0].sid, m.sid, len(diff), diff[:1]))
-    return len(first), differ
+    problems, _, differ = agreement(dumps, acked, absent)
+    failures.extend(problems)
+    return len(dumps[members[0].sid]), differ
 
 
 def isolate_leader(members, proxy, n, silent, acked, failures):
@@ -275,8 +260,6 @@ def main():
         print("partition: the ensemble did not form through the proxies")
         return 1
     members = [Member(root, i) for i in MEMBERS]
-    for i, m in zip(MEMBERS, members):
-        m.sid = i
     setup = KazooClient(hosts=",".join("127.0.0.1:%d" % m.port for m in members))
     setup.start(timeout=30)
     setup.ensure_path("/chaos")

@@ -12,11 +12,7 @@ source "$HERE/lib.sh"
 
 BASE=${ENSEMBLE_BASE:-3010}
 WORK=${ENSEMBLE_WORK:-/tmp/keel-compat/ensemble-partition}
-VENV=$(bash "$HERE/../kazoo/setup.sh" | tail -n1) || { echo "kazoo/setup.sh failed" >&2; exit 2; }
-if [ ! -x "$KEEL_BIN" ]; then
-  echo "keel binary not found at $KEEL_BIN (build it: cargo build --release, or set KEEL_BIN)" >&2
-  exit 2
-fi
+need_kazoo_and_keel
 
 trap 'stop_ensemble "$WORK"' EXIT
 echo "== isolate the leader through the proxies (logs in $WORK/m*/log)"

@@ -36,7 +36,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from chaos import MEMBERS, Member, dump, four_letter, mode, wait_serving  # noqa: E402
+from chaos import MEMBERS, Member, agreement, dump, four_letter, mode, wait_serving  # noqa: E402,E501
 
 from kazoo.client import KazooClient  # noqa: E402
 
@@ -131,19 +131,9 @@ def agree(members, acked, absent=()):
     """Every member's full dump identical, every acknowledged write present, none of
     `absent` anywhere; returns the number of znodes."""
     dumps = {m.sid: dump(m.port) for m in members}
-    for sid, d in dumps.items():
-        missing = [p for p, data in acked.items() if p not in d or d[p][0] != data]
-        check(not missing, "member %d lacks %d acknowledged writes, e.g. %s"
-              % (sid, len(missing), missing[:3]))
-        present = [p for p in absent if p in d]
-        check(not present, "member %d holds writes never acknowledged: %s" % (sid, present[:3]))
-    first = dumps[members[0].sid]
-    for m in members[1:]:
-        d = dumps[m.sid]
-        diff = sorted(p for p in set(first) | set(d) if first.get(p) != d.get(p))
-        check(not diff, "members %d and %d differ at %d znodes, e.g. %s"
-              % (members[0].sid, m.sid, len(diff), diff[:1]))
-    return len(first)
+    problems, _, _ = agreement(dumps, acked, absent)
+    check(not problems, "; ".join(problems))
+    return len(dumps[members[0].sid])
 
 
 def the_sync(leader, offset, sid, before, scenario):
@@ -264,8 +254,6 @@ def main():
     logging.basicConfig(level=logging.CRITICAL)
     root = sys.argv[1]
     members = [Member(root, i) for i in MEMBERS]
-    for i, m in zip(MEMBERS, members):
-        m.sid = i
     if not wait_serving(members):
         print("sync: the ensemble is not serving at the start")
         return 1
