@@ -22,6 +22,8 @@ acknowledged write.
   zxid would fall inside the new leader's log before an epoch boundary, where ZooKeeper
   (and keel) send SNAP: a TRUNC may not cross an epoch boundary. Zab commits nothing
   the old leader logged alone: those writes are on no member afterwards.
+- CROSS: that other case, shown: as TRUNC, but the new leader writes before the old
+  one restarts; the old leader is synced by SNAP.
 
 Prints one line per scenario and a summary; exits 1 on any failure.
 """
@@ -44,7 +46,7 @@ SYNC_LINE = re.compile(
     r"sync with learner: (DIFF|TRUNC|SNAP) to sid (\d+), from zxid (0x[0-9a-f]+) to (0x[0-9a-f]+)")
 # The mode the leader is expected to choose in each scenario; SYNC_EXPECT overrides
 # one ("DIFF=SNAP") to show the check fails when the mode is not the one chosen.
-EXPECT = {"SNAP": "SNAP", "DIFF": "DIFF", "TRUNC": "TRUNC"}
+EXPECT = {"SNAP": "SNAP", "DIFF": "DIFF", "TRUNC": "TRUNC", "CROSS": "SNAP"}
 for override in filter(None, os.environ.get("SYNC_EXPECT", "").split(",")):
     k, v = override.split("=")
     EXPECT[k] = v
@@ -205,22 +207,25 @@ def diff(members, acked):
            % (f.sid, leader.sid, got, frm, to, to - frm, diff_n, n)
 
 
-def trunc(members, acked):
+def orphan_old_leader(members, acked, tag):
+    """The leader logs writes alone and dies with them; the others restart and elect a
+    new leader. Returns (old leader, new leader, paths of the writes never
+    acknowledged)."""
     old, followers = wait_roles(members)
     zk = client([old])
     zk.ensure_path("/sync")
-    zk.create("/sync/before-trunc", b"acked")
-    acked["/sync/before-trunc"] = b"acked"
+    zk.create("/sync/before-%s" % tag, b"acked")
+    acked["/sync/before-%s" % tag] = b"acked"
     for f in followers:
         os.kill(f.pid(), signal.SIGSTOP)
     try:
-        unacked = ["/sync/trunc-%d" % i for i in range(5)]
+        unacked = ["/sync/%s-%d" % (tag, i) for i in range(5)]
         pending = [zk.create_async(p, b"never committed") for p in unacked]
         # Long enough for the old leader to log them (group commit), shorter than
         # syncLimit (it keeps leading meanwhile).
         time.sleep(1.0)
         check(not any(p.ready() and p.successful() for p in pending),
-              "TRUNC: a write was acknowledged with both followers stopped")
+              "%s: a write was acknowledged with both followers stopped" % tag)
         old.kill9()
         # The proposals wait in the stopped followers' socket buffers: resumed, they
         # would log them and the new leader would commit them (Zab may commit what a
@@ -239,6 +244,11 @@ def trunc(members, acked):
     for f in followers:
         f.start()
     new, _ = wait_roles(followers)
+    return old, new, unacked
+
+
+def trunc(members, acked):
+    old, new, unacked = orphan_old_leader(members, acked, "trunc")
     got, frm, to, diff_n, _ = restart_and_sync(members, old, new, "TRUNC")
     check(frm > to and frm >> 32 == to >> 32,
           "TRUNC: from %#x to %#x does not drop txns of one old epoch" % (frm, to))
@@ -248,6 +258,24 @@ def trunc(members, acked):
            "logged %s from zxid %#x to %#x; zk_diff_count %d; the %d unacknowledged " \
            "writes on no member; %d znodes equal on all members" \
            % (old.sid, frm - to, new.sid, got, frm, to, diff_n, len(unacked), n)
+
+
+def cross(members, acked):
+    """As TRUNC, but the new leader writes in its epoch before the old one returns:
+    the old leader's last zxid is now inside the new leader's log, followed by a txn of
+    a later epoch, and a TRUNC may not cross an epoch boundary (ZooKeeper's
+    LearnerHandler: "Cannot send TRUNC to peer sid ... peer zxid is from different
+    epoch"): it gets SNAP."""
+    old, new, unacked = orphan_old_leader(members, acked, "cross")
+    live = [m for m in members if m is not old]
+    write(live, "cross-epoch", 20, acked)
+    got, frm, to, _, snap_n = restart_and_sync(members, old, new, "CROSS")
+    check(frm >> 32 < to >> 32, "CROSS: from %#x to %#x is not across epochs" % (frm, to))
+    n = agree(members, acked, absent=unacked)
+    return "CROSS: old leader sid %d (txns logged alone up to %#x) rejoined after the new " \
+           "leader sid %d wrote in its epoch: it logged %s from zxid %#x to %#x; " \
+           "zk_snap_count %d; %d znodes equal on all members" \
+           % (old.sid, frm, new.sid, got, frm, to, snap_n, n)
 
 
 def main():
@@ -260,18 +288,21 @@ def main():
     acked = {}
     done = []
     t0 = time.monotonic()
-    for scenario in (snap, diff, trunc):
+    scenarios = (snap, diff, trunc, cross)
+    for scenario in scenarios:
         try:
             line = scenario(members, acked)
         except Failed as e:
             print("sync: FAILED: %s" % e)
-            print("sync: %d of 3 scenarios passed (%s) before the failure"
-                  % (len(done), " ".join(done)))
+            print("sync: %d of %d scenarios passed (%s) before the failure"
+                  % (len(done), len(scenarios), " ".join(done)))
             return 1
         print("sync: " + line, flush=True)
         done.append(scenario.__name__.upper())
-    print("sync: 3 of 3 rejoins by the expected mode (SNAP, DIFF, TRUNC), %d acknowledged "
-          "writes on every member, dumps equal; %.0f s" % (len(acked), time.monotonic() - t0))
+    print("sync: %d of %d rejoins by the expected mode (%s), %d acknowledged writes on "
+          "every member, dumps equal; %.0f s"
+          % (len(done), len(scenarios), ", ".join(k if k == EXPECT[k] else "%s by %s" % (k, EXPECT[k]) for k in done),
+             len(acked), time.monotonic() - t0))
     return 0
 
 
