@@ -245,7 +245,7 @@ def isolate_leader(members, proxy, n, silent, acked, failures):
     for f in round_failures:
         print("partition: round %d: FAILED: %s" % (n, f))
     failures.extend(round_failures)
-    return stepped_down_s, during
+    return stepped_down_s, during, len(isolated_acked)
 
 
 def main():
@@ -270,12 +270,12 @@ def main():
     for n, silent in ((1, True), (2, False)):
         figures.append(isolate_leader(members, proxy, n, silent, acked, failures))
     print("partition: %s; 2 rounds (silent, loud cut of the leader); step down after %s; "
-          "%d writes acknowledged by the majorities meanwhile, 0 by isolated leaders; "
+          "%d writes acknowledged by the majorities meanwhile, %d by isolated leaders; "
           "%d acknowledged in all, all on every member"
           % ("ok" if not failures else "FAILED (%d failures)" % len(failures),
              " / ".join("%.0f ms" % (f[0] * 1000) if f[0] is not None else "never"
                         for f in figures),
-             sum(f[1] for f in figures), len(acked)))
+             sum(f[1] for f in figures), sum(f[2] for f in figures), len(acked)))
     return 1 if failures else 0
 
 
