@@ -505,6 +505,53 @@ fn a_settled_ensemble_reports_its_leader_and_synced_learners() {
     }
 }
 
+/// The leader counts the syncs it chose by mode (mntr's `zk_diff_count`, which counts
+/// DIFF and TRUNC as ZooKeeper's does, and `zk_snap_count`) as the messages it sent
+/// show them, and knows each learner's last zxid from its ACKEPOCH (where the sync
+/// starts, in its log line): a fresh ensemble DIFFs both followers from zxid 0; a
+/// follower restarted after a write is DIFFed from the zxid it had; with SNAP-only
+/// leaders the same follower gets SNAP.
+#[test]
+fn the_leader_counts_the_syncs_it_chose_by_mode() {
+    for snap_only in [false, true] {
+        let mut c = Cluster::with(snap_only);
+        let leader = c.settle();
+        let counts = c.replica(leader).sync_counts();
+        assert_eq!((counts.diff, counts.trunc, counts.snap), (2, 0, 0));
+        let (f, _) = others(leader);
+        assert!(c
+            .replica(leader)
+            .peer()
+            .learners()
+            .iter()
+            .all(|l| l.peer_last_zxid == 0));
+        c.connect(f, 1, 30_000);
+        assert!(ok(&c.create(f, 1, 1, "/w", b"w", 0)));
+        let had = c.replica(f).peer().last_logged();
+        c.crash(f);
+        c.connect(leader, 2, 30_000);
+        assert!(ok(&c.create(leader, 2, 1, "/w2", b"w2", 0)));
+        c.syncs.clear();
+        c.start(f);
+        assert_eq!(c.settle(), leader);
+        let counts = c.replica(leader).sync_counts();
+        let want = if snap_only { (2, 0, 1) } else { (3, 0, 0) };
+        assert_eq!(
+            (counts.diff, counts.trunc, counts.snap),
+            want,
+            "snap_only {snap_only}"
+        );
+        let sent = if snap_only { "snap" } else { "diff" };
+        assert_eq!(c.syncs.get(sent), Some(&1), "{:?}", c.syncs);
+        let info = c.replica(leader).peer().learners();
+        let l = info
+            .iter()
+            .find(|l| l.sid == f)
+            .expect("the restarted follower");
+        assert_eq!(l.peer_last_zxid, had);
+    }
+}
+
 /// Election; then a follower's client creates a znode, and every member's own client
 /// reads it with the same Stat (the txn went follower -> leader -> every member).
 #[test]

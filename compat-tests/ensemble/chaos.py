@@ -56,6 +56,7 @@ def mode(port):
 
 class Member:
     def __init__(self, root, i):
+        self.sid = i
         self.dir = os.path.join(root, "m%d" % i)
         self.port = int(open(os.path.join(self.dir, "port")).read())
         self.cmd = open(os.path.join(self.dir, "cmd")).read().strip()
@@ -138,6 +139,33 @@ def dump(port):
         zk.close()
 
 
+def agreement(dumps, acked, absent=()):
+    """What is wrong with the members' dumps (sid -> dump()): acknowledged writes
+    (path -> data) a member lacks, paths of `absent` a member holds, members whose dump
+    differs from the first one's. Returns (problems, lost writes, differing members)."""
+    problems, lost, differ = [], 0, 0
+    for sid, d in dumps.items():
+        missing = [p for p, data in acked.items() if p not in d or d[p][0] != data]
+        if missing:
+            lost += len(missing)
+            problems.append("member %d lacks %d acknowledged writes, e.g. %s"
+                            % (sid, len(missing), missing[:3]))
+        present = [p for p in absent if p in d]
+        if present:
+            problems.append("member %d holds writes never acknowledged: %s"
+                            % (sid, present[:3]))
+    sids = sorted(dumps)
+    for sid in sids[1:]:
+        a, b = dumps[sids[0]], dumps[sid]
+        diff = sorted(p for p in set(a) | set(b) if a.get(p) != b.get(p))
+        if diff:
+            differ += 1
+            problems.append("members %d and %d differ at %d znodes, e.g. %s: %s vs %s"
+                            % (sids[0], sid, len(diff), diff[0], a.get(diff[0]),
+                               b.get(diff[0])))
+    return problems, lost, differ
+
+
 def wait_serving(members, deadline_s=60):
     t0 = time.monotonic()
     while time.monotonic() - t0 < deadline_s:
@@ -207,23 +235,10 @@ def main():
     acked = {}
     for w in writers:
         acked.update(w.acked)
-    dumps = {m.port: dump(m.port) for m in members}
-    lost = 0
-    for port, d in dumps.items():
-        missing = [p for p, data in acked.items() if p not in d or d[p][0] != data]
-        if missing:
-            lost += len(missing)
-            print("chaos: member on port %d lacks %d acknowledged writes, e.g. %s"
-                  % (port, len(missing), missing[:3]))
-    ports = sorted(dumps)
-    differ = 0
-    for port in ports[1:]:
-        a, b = dumps[ports[0]], dumps[port]
-        diff = sorted(p for p in set(a) | set(b) if a.get(p) != b.get(p))
-        if diff:
-            differ += 1
-            print("chaos: members on ports %d and %d differ at %d znodes, e.g. %s: %s vs %s"
-                  % (ports[0], port, len(diff), diff[0], a.get(diff[0]), b.get(diff[0])))
+    dumps = {m.sid: dump(m.port) for m in members}
+    problems, lost, differ = agreement(dumps, acked)
+    for p in problems:
+        print("chaos: " + p)
     gaps_sorted = sorted(gaps)
     median = gaps_sorted[len(gaps_sorted) // 2] if gaps_sorted else float("nan")
     print("chaos: %d cycles, %d writes acknowledged, %d lost, %d member dumps differ; "

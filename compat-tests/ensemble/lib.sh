@@ -7,11 +7,24 @@
 # Member i (1..3) has clientPort BASE+10*(i-1)+1, quorum port +2, election port +3,
 # dataDir DIR/m<i>/data; DIR/m<i>/{zoo.cfg,port,pid,log,cmd} (cmd: the program that runs
 # a member on its zoo.cfg, so a test can restart one after kill -9).
+# ENSEMBLE_PROXY_BASE, when set, makes member i dial member j (j != i) through a proxy the
+# test runs: quorum port ENSEMBLE_PROXY_BASE+10*(i-1)+2*(j-1), election port one above
+# (each member still listens on its own ports; only the addresses it dials change).
 # ENSEMBLE_ADMIN_BASE, when set, enables each member's AdminServer on port
 # ENSEMBLE_ADMIN_BASE+i (ZooKeeper then needs ZK_CP_EXTRA: Jetty and Jackson jars).
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../lib.sh"
 
 ENSEMBLE_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# need_kazoo_and_keel: sets VENV to Kazoo's venv (kazoo/setup.sh) and checks KEEL_BIN;
+# exits 2 when either is missing.
+need_kazoo_and_keel() {
+  VENV=$(bash "$ENSEMBLE_HERE/../kazoo/setup.sh" | tail -n1) || { echo "kazoo/setup.sh failed" >&2; exit 2; }
+  if [ ! -x "$KEEL_BIN" ]; then
+    echo "keel binary not found at $KEEL_BIN (build it: cargo build --release, or set KEEL_BIN)" >&2
+    exit 2
+  fi
+}
 
 member_mode() { # PORT
   timeout 3 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf srvr >&3 && cat <&3' _ "$1" 2>/dev/null \
@@ -30,7 +43,7 @@ wait_ensemble() { # DIR [TRIES]
 }
 
 start_ensemble() { # KIND DIR BASE [EXTRA_CFG]
-  local kind=$1 dir=$2 base=$3 extra=${4:-} cmd i j m
+  local kind=$1 dir=$2 base=$3 extra=${4:-} cmd i j m q
   case $kind in
   keel) cmd=$KEEL_BIN ;;
   zk) cmd=$ENSEMBLE_HERE/zk-exec.sh ;;
@@ -49,7 +62,12 @@ start_ensemble() { # KIND DIR BASE [EXTRA_CFG]
         echo "admin.enableServer=false"
       fi
       for j in 1 2 3; do
-        echo "server.$j=127.0.0.1:$((base + 10 * (j - 1) + 2)):$((base + 10 * (j - 1) + 3))"
+        if [ -n "${ENSEMBLE_PROXY_BASE:-}" ] && [ "$j" != "$i" ]; then
+          q=$((ENSEMBLE_PROXY_BASE + 10 * (i - 1) + 2 * (j - 1)))
+          echo "server.$j=127.0.0.1:$q:$((q + 1))"
+        else
+          echo "server.$j=127.0.0.1:$((base + 10 * (j - 1) + 2)):$((base + 10 * (j - 1) + 3))"
+        fi
       done
       [ -n "$extra" ] && echo "$extra"
     } > "$m/zoo.cfg"

@@ -2250,6 +2250,8 @@ zk_p999_write_commitproc_time_ms	0
                     Vec::new()
                 },
                 leader_uptime_ms: leader.then_some(2707),
+                diff_count: 0,
+                snap_count: 0,
             }),
             ..ServerSnapshot::default()
         }

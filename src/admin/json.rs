@@ -828,6 +828,8 @@ mod tests {
             last_logged_zxid: 0,
             learners: Vec::new(),
             leader_uptime_ms: None,
+            diff_count: 0,
+            snap_count: 0,
         };
         let v = gather(&server, &config, Some(&e));
         let body = |name: &str| to_jackson_pretty(&run(name, &HashMap::new(), &v));

@@ -39,6 +39,12 @@ pub struct EnsembleView {
     pub learners: Vec<LearnerView>,
     /// While leading: ms since this member started leading (`zk_leader_uptime`).
     pub leader_uptime_ms: Option<u64>,
+    /// Learners this member synced as leader with DIFF or TRUNC since it started
+    /// (ZooKeeper's `ServerMetrics.DIFF_COUNT`, `zk_diff_count`).
+    pub diff_count: u64,
+    /// Learners this member synced as leader with SNAP since it started
+    /// (ZooKeeper's `ServerMetrics.SNAP_COUNT`, `zk_snap_count`).
+    pub snap_count: u64,
 }
 
 impl EnsembleView {

@@ -260,10 +260,18 @@ pub fn build(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) 
         ),
         open_file_descriptor_count: open_file_descriptor_count(),
         max_file_descriptor_count: max_file_descriptor_count(),
-        mntr_counters: vec![(
-            "connection_request_count".into(),
+        mntr_counters: [(
+            "connection_request_count".to_string(),
             m.connection_requests as i64,
-        )],
+        )]
+        .into_iter()
+        .chain(ensemble.into_iter().flat_map(|e| {
+            [
+                ("diff_count".to_string(), e.diff_count as i64),
+                ("snap_count".to_string(), e.snap_count as i64),
+            ]
+        }))
+        .collect(),
         mntr_summaries: vec![
             ("readlatency".into(), mntr_summary(&m.read_latency)),
             ("updatelatency".into(), mntr_summary(&m.update_latency)),
@@ -387,6 +395,8 @@ mod tests {
             last_logged_zxid: 0,
             learners: Vec::new(),
             leader_uptime_ms: Some(0),
+            diff_count: 2,
+            snap_count: 1,
         };
         let snap = build(&server, &config, Some(&view));
         let conf = super::super::fourlw::render("conf", &snap).unwrap();
@@ -400,6 +410,13 @@ mod tests {
         );
         assert_eq!(snap.last_zxid, 0x1_0000_0000);
         assert_eq!(snap.quorum_size, 3);
+        // The leader's sync counters are mntr's (ZooKeeper's ServerMetrics names).
+        let mntr = super::super::fourlw::mntr_entries(&snap);
+        let value = |k: &str| mntr.iter().find(|(n, _)| n == k).unwrap().1.render();
+        assert_eq!(
+            (value("diff_count"), value("snap_count")),
+            ("2".into(), "1".into())
+        );
         // Standalone: no quorum lines.
         assert!(build(&server, &config, None).conf.quorum_lines.is_empty());
     }

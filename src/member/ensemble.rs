@@ -224,6 +224,7 @@ impl EnsembleCore {
             ServerState::Observing => "observing",
         };
         let (accepted_epoch, current_epoch) = peer.epochs();
+        let syncs = self.replica.sync_counts();
         EnsembleView {
             my_id: peer.sid(),
             peer_state: format!("{state} - {zab_state}"),
@@ -244,6 +245,8 @@ impl EnsembleCore {
             leader_uptime_ms: peer
                 .leading_since_ms()
                 .map(|since| (now_ms() as u64).saturating_sub(since)),
+            diff_count: syncs.diff + syncs.trunc,
+            snap_count: syncs.snap,
         }
     }
 

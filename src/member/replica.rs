@@ -98,6 +98,20 @@ pub struct Replica {
     own_from: Option<Zxid>,
     halted: Option<String>,
     effects: Vec<Effect>,
+    syncs: SyncCounts,
+}
+
+/// How many learners this member synced, while leading, in each way since it started
+/// (ZooKeeper's `LearnerHandler` counts DIFF and TRUNC syncs together as `diff_count`
+/// and SNAP syncs as `snap_count`; keel also keeps TRUNC apart for its log).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyncCounts {
+    /// Syncs that began with DIFF.
+    pub diff: u64,
+    /// Syncs that began with TRUNC.
+    pub trunc: u64,
+    /// Syncs that began with SNAP.
+    pub snap: u64,
 }
 
 /// The applied state as a snapshot holds it.
@@ -155,6 +169,7 @@ impl Replica {
             own_from: None,
             halted: None,
             effects: Vec::new(),
+            syncs: SyncCounts::default(),
         };
         replica.run(now_ms, actions);
         let effects = replica.take();
@@ -251,6 +266,11 @@ impl Replica {
         &self.peer
     }
 
+    /// The syncs this member chose as leader, by mode (see [`SyncCounts`]).
+    pub fn sync_counts(&self) -> SyncCounts {
+        self.syncs
+    }
+
     /// Why the replica halted, if it did (see [`Effect::Halt`]).
     pub fn halted(&self) -> Option<&str> {
         self.halted.as_deref()
@@ -288,8 +308,110 @@ impl Replica {
         }
     }
 
+    /// Logs (info) what operators follow an ensemble by: every role change with the
+    /// election result that led to it, and each sync mode the leader chose, which it
+    /// also counts. ZooKeeper logs the same events (`QuorumPeer`'s LEADING / FOLLOWING /
+    /// LOOKING, `LearnerHandler`'s "Sending DIFF|TRUNC|SNAP").
+    fn report(&mut self, action: &Action) {
+        let (mode, to, upto) = match *action {
+            Action::RoleChanged(change) => return self.report_role(change),
+            Action::Send {
+                to,
+                msg: Message::Diff { zxid },
+            } => ("DIFF", to, zxid),
+            Action::Send {
+                to,
+                msg: Message::Trunc { zxid },
+            } => ("TRUNC", to, zxid),
+            Action::SendSnapshot { to, zxid } => ("SNAP", to, zxid),
+            _ => return,
+        };
+        let counter = match mode {
+            "DIFF" => &mut self.syncs.diff,
+            "TRUNC" => &mut self.syncs.trunc,
+            _ => &mut self.syncs.snap,
+        };
+        *counter += 1;
+        let from = self
+            .peer
+            .learners()
+            .iter()
+            .find(|l| l.sid == to)
+            .map_or(0, |l| l.peer_last_zxid);
+        let SyncCounts { diff, trunc, snap } = self.syncs;
+        tracing::info!(
+            diff_syncs = diff,
+            trunc_syncs = trunc,
+            snap_syncs = snap,
+            "sync with learner: {mode} to sid {to}, from zxid {from:#x} to {upto:#x}"
+        );
+    }
+
+    fn report_role(&self, change: RoleChange) {
+        let (accepted_epoch, current_epoch) = self.peer.epochs();
+        let last_zxid = format!("{:#x}", self.peer.last_logged());
+        let me = self.peer.sid();
+        let elected = |leader: Sid| match self.peer.decided_vote() {
+            Some(v) => tracing::info!(
+                leader,
+                zxid = format!("{:#x}", v.zxid),
+                epoch = v.peer_epoch,
+                "election result: sid {leader} leads (its last zxid {:#x}, currentEpoch {})",
+                v.zxid,
+                v.peer_epoch
+            ),
+            None => tracing::info!(leader, "election result: sid {leader} leads"),
+        };
+        match change {
+            RoleChange::Looking => tracing::info!(
+                accepted_epoch,
+                current_epoch,
+                last_zxid,
+                "role change: sid {me} LOOKING (electing a leader)"
+            ),
+            RoleChange::Leading => {
+                elected(me);
+                tracing::info!(
+                    accepted_epoch,
+                    current_epoch,
+                    last_zxid,
+                    "role change: sid {me} LEADING (discovery and sync of a new epoch)"
+                );
+            }
+            RoleChange::LeaderEstablished { epoch } => tracing::info!(
+                epoch,
+                last_zxid,
+                "role change: sid {me} leader established in epoch {epoch} (a quorum \
+                 acknowledged NEWLEADER); serving clients"
+            ),
+            RoleChange::Following { leader } | RoleChange::Observing { leader } => {
+                elected(leader);
+                let role = if matches!(change, RoleChange::Following { .. }) {
+                    "FOLLOWING"
+                } else {
+                    "OBSERVING"
+                };
+                tracing::info!(
+                    leader,
+                    accepted_epoch,
+                    current_epoch,
+                    last_zxid,
+                    "role change: sid {me} {role} sid {leader} (syncing)"
+                );
+            }
+            RoleChange::LearnerServing { leader, epoch } => tracing::info!(
+                leader,
+                epoch,
+                last_zxid,
+                "role change: sid {me} in broadcast with leader sid {leader} in epoch \
+                 {epoch} (UPTODATE); serving clients"
+            ),
+        }
+    }
+
     fn on_action(&mut self, now_ms: u64, action: Action) {
         let now = now_ms as i64;
+        self.report(&action);
         match action {
             Action::RoleChanged(change) => {
                 let role = match change {

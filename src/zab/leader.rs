@@ -59,6 +59,8 @@ struct Handler {
     commit_sent_upto: Zxid,
     /// The highest zxid it acknowledged as durable.
     acked: Zxid,
+    /// The last logged zxid its ACKEPOCH reported (0 before): where its sync starts.
+    peer_last_zxid: Zxid,
     last_heard_ms: u64,
 }
 
@@ -127,6 +129,7 @@ impl Leader {
                 sid,
                 observer: h.observer,
                 forwarding: h.forwarding(),
+                peer_last_zxid: h.peer_last_zxid,
             })
             .collect()
     }
@@ -263,6 +266,7 @@ impl Leader {
                         queued_upto: 0,
                         commit_sent_upto: 0,
                         acked: 0,
+                        peer_last_zxid: 0,
                         last_heard_ms: now,
                     },
                 );
@@ -294,6 +298,7 @@ impl Leader {
                             }
                         }
                         h.epoch_counts = current_epoch != -1;
+                        h.peer_last_zxid = last_logged_zxid;
                         h.stage = Stage::EpochAcked {
                             last_zxid: last_logged_zxid,
                         };

@@ -419,6 +419,9 @@ pub struct LearnerInfo {
     /// Its sync is queued and proposals are forwarded to it (ZooKeeper's forwarding
     /// followers and observing learners: what `zk_synced_followers` counts).
     pub forwarding: bool,
+    /// The last logged zxid its ACKEPOCH reported, 0 before (ZooKeeper's
+    /// `LearnerHandler.peerLastZxid`): the zxid its DIFF, TRUNC or SNAP starts from.
+    pub peer_last_zxid: Zxid,
 }
 
 #[derive(Debug)]
@@ -643,6 +646,12 @@ impl Peer {
             Role::Leading(l) => Some(l.started_ms()),
             _ => None,
         }
+    }
+
+    /// The vote this member's last election decided (the leader, its last zxid and
+    /// currentEpoch) while it leads or learns; `None` while it elects.
+    pub fn decided_vote(&self) -> Option<&Vote> {
+        self.ctx.decided.as_ref().map(|(vote, _)| vote)
     }
 
     /// The epoch this member leads with a quorum, if it is an established leader.
