@@ -41,6 +41,9 @@ suite tls bash "$HERE/tls/run.sh"
 suite migrate bash "$HERE/migrate/run.sh"
 suite ensemble bash "$HERE/ensemble/run.sh" keel 20
 suite ensemble-admin-differential bash "$HERE/ensemble/admin.sh"
+suite ensemble-sync bash "$HERE/ensemble/sync.sh"
+suite ensemble-partition bash "$HERE/ensemble/partition.sh"
+suite ensemble-garbage bash "$HERE/ensemble/garbage.sh"
 
 echo
 [ ${#failures[@]} -eq 0 ] || echo "failed suites: ${failures[*]}"

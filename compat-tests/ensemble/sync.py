@@ -8,7 +8,7 @@ leader's log line `sync with learner: MODE to sid N, from zxid X to Y` and by it
 counters (ZooKeeper's `zk_diff_count` counts DIFF and TRUNC syncs, `zk_snap_count` SNAP
 syncs); then every member's full dump (chaos.py's) must be identical and hold every
 acknowledged write.
-- SNAP: after more writes than the leader's in-memory window holds (500), a follower
+- SNAP: after a few writes, a follower
   is killed, its dataDir wiped (myid kept), writes go on, it restarts: it has no zxid,
   so the leader sends its snapshot.
 - DIFF: a follower is killed, a few hundred writes go on, it restarts on its dataDir:
@@ -174,11 +174,10 @@ def wipe(m):
 
 def snap(members, acked):
     leader, followers = wait_roles(members)
-    # Past the leader's in-memory window of 500 committed txns (commitLogCount), as in
-    # any ensemble that has run a while: a young keel leader whose window still starts
-    # at zxid 0 sends a wiped member the whole log by DIFF instead (ZooKeeper, whose
-    # window starts at its first txn, sends SNAP there too).
-    write(members, "fill", 520, acked)
+    # A few txns before the wipe, fewer than the leader's in-memory window holds (500):
+    # a wiped member's zxid 0 is no txn, so it gets SNAP even while the window still
+    # starts at the ensemble's first txn, as from ZooKeeper.
+    write(members, "fill", 20, acked)
     f = followers[0]
     f.kill9()
     time.sleep(0.5)
@@ -207,6 +206,24 @@ def diff(members, acked):
            % (f.sid, leader.sid, got, frm, to, to - frm, diff_n, n)
 
 
+def stop(pid, deadline_s=5.0):
+    """SIGSTOP `pid` and wait until every one of its threads is stopped: kill(2) only
+    sends the signal, and a follower still running for a moment logged and acknowledged
+    the first write meant for the leader alone (seen once)."""
+    os.kill(pid, signal.SIGSTOP)
+    end = time.monotonic() + deadline_s
+    task = "/proc/%d/task" % pid
+    while time.monotonic() < end:
+        states = []
+        for tid in os.listdir(task):
+            with open("%s/%s/stat" % (task, tid)) as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        if all(st in ("T", "t") for st in states):
+            return
+        time.sleep(0.01)
+    raise Failed("pid %d did not stop within %.0f s of SIGSTOP" % (pid, deadline_s))
+
+
 def orphan_old_leader(members, acked, tag):
     """The leader logs writes alone and dies with them; the others restart and elect a
     new leader. Returns (old leader, new leader, paths of the writes never
@@ -216,9 +233,9 @@ def orphan_old_leader(members, acked, tag):
     zk.ensure_path("/sync")
     zk.create("/sync/before-%s" % tag, b"acked")
     acked["/sync/before-%s" % tag] = b"acked"
-    for f in followers:
-        os.kill(f.pid(), signal.SIGSTOP)
     try:
+        for f in followers:
+            stop(f.pid())
         unacked = ["/sync/%s-%d" % (tag, i) for i in range(5)]
         pending = [zk.create_async(p, b"never committed") for p in unacked]
         # Long enough for the old leader to log them (group commit), shorter than

@@ -466,7 +466,12 @@ impl Leader {
         } else if peer > last && !new_epoch_zxid {
             trunc_or_bug(last, last)
         } else if peer >= log.base() && peer <= last {
-            if peer == log.base() {
+            if peer == log.base() && new_epoch_zxid {
+                // No txn has this zxid (a wiped learner's 0, or an epoch's start), so
+                // ZooKeeper's window, which starts at its first txn, never holds it,
+                // and its on-disk log finds no txn at it: SNAP, not a DIFF of all.
+                snap_at(committed)
+            } else if peer == log.base() {
                 (Message::Diff { zxid: last }, peer)
             } else {
                 let at = log.first_at_or_after(peer).map(|t| t.zxid).unwrap_or(last);

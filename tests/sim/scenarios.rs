@@ -541,6 +541,23 @@ fn wiped_member_rejoins_by_snap() {
     converge(&mut w);
 }
 
+/// A wiped member (zxid 0) while the leader's window still holds every txn since the
+/// ensemble's first: SNAP, as ZooKeeper (its window starts at its first txn and its
+/// on-disk log has no txn at zxid 0), not a DIFF of the whole history.
+#[test]
+fn wiped_member_gets_snap_while_the_window_holds_everything() {
+    let mut w = world(10, Options::quiet(3));
+    let l = settle(&mut w);
+    write(&mut w, 5);
+    let f = followers(&w, l)[0];
+    w.crash(f);
+    w.wipe(f);
+    let synced = rejoin_counting(&mut w, f);
+    let what = format!("a SNAP, no DIFF: {:?}", w.syncs);
+    expect(&w, synced(&w, "snap") >= 1, &what);
+    expect(&w, synced(&w, "diff") == 0, &what);
+}
+
 /// A learner that decides before its leader has left LOOKING connects to a member
 /// that is not leading yet: it is refused and retries (Learner.connectToLeader), so a
 /// fresh ensemble is serving well within initLimit (1 s) instead of waiting it out.
