@@ -715,6 +715,59 @@ impl Config {
         participants > 1 || (!self.standalone_enabled && participants > 0)
     }
 
+    /// The ensemble's membership as ZooKeeper's `QuorumMaj.toString` writes it, which is
+    /// what `/zookeeper/config` holds on a member and `conf` prints after `membership: `:
+    /// one `server.N=host:quorumPort:electionPort:participant|observer` line per server,
+    /// with `;clientAddress:clientPort` when the line gave a client part
+    /// (`QuorumServer.toString`; IPv6 hosts in brackets), each ended by `\n`, then
+    /// `version=0` (the hex version of a static configuration) with no newline.
+    ///
+    /// The servers come in the iteration order of ZooKeeper's `HashMap<Long, _>` of
+    /// members: by bucket of the id's hash in a table of the size that many entries
+    /// grow it to, then (for ids sharing a bucket, which ZooKeeper keeps in insertion
+    /// order) by id. For ids 1..N of an ensemble of up to 12 that is ascending id.
+    pub fn membership(&self) -> String {
+        let mut table = 16usize;
+        while self.servers.len() > table / 4 * 3 {
+            table *= 2;
+        }
+        let bucket = |id: u64| {
+            let h = (id ^ (id >> 32)) as u32;
+            (h ^ (h >> 16)) as usize & (table - 1)
+        };
+        let mut servers: Vec<&ServerSpec> = self.servers.iter().collect();
+        servers.sort_by_key(|s| (bucket(s.id), s.id));
+        let delimited = |host: &str| {
+            if host.contains(':') {
+                format!("[{host}]")
+            } else {
+                host.to_string()
+            }
+        };
+        let mut out = String::new();
+        for s in servers {
+            let role = if s.observer {
+                "observer"
+            } else {
+                "participant"
+            };
+            out.push_str(&format!(
+                "server.{}={}:{}:{}:{role}",
+                s.id,
+                delimited(&s.host),
+                s.quorum_port,
+                s.election_port
+            ));
+            if let Some(port) = s.client_port {
+                let addr = s.client_address.as_deref().unwrap_or("0.0.0.0");
+                out.push_str(&format!(";{}:{port}", delimited(addr)));
+            }
+            out.push('\n');
+        }
+        out.push_str("version=0");
+        out
+    }
+
     /// Applies one JVM-style system property, the way ZooKeeper reads it:
     /// `zookeeper.<key>` for the keys ZooKeeper passes through from zoo.cfg
     /// (`zookeeper.extendedTypesEnabled`, `zookeeper.DigestAuthenticationProvider.superDigest`,
@@ -1746,6 +1799,29 @@ mod tests {
         assert_eq!(w, FourLetterWhitelist::default());
         assert!(w.allows("srvr") && !w.allows("ruok"));
         assert!(FourLetterWhitelist::All.allows("anything"));
+    }
+
+    /// `Config::membership` is QuorumMaj.toString: the client part only when the line
+    /// has one, IPv6 hosts in brackets, servers in ZooKeeper's HashMap order (id 17
+    /// shares id 1's bucket of 16, so it comes before 2), `version=0` last.
+    #[test]
+    fn membership_as_zookeeper_writes_it() {
+        let c = Config::parse(
+            "dataDir=/d\nclientPort=2181\ninitLimit=5\nsyncLimit=2\n\
+             server.2=b:2888:3888;2182\n\
+             server.17=[::1]:2888:3888:participant;[::1]:2183\n\
+             server.1=a:2888:3888\n\
+             server.3=c:2888:3888:observer\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.membership(),
+            "server.1=a:2888:3888:participant\n\
+             server.17=[::1]:2888:3888:participant;[::1]:2183\n\
+             server.2=b:2888:3888:participant;0.0.0.0:2182\n\
+             server.3=c:2888:3888:observer\n\
+             version=0"
+        );
     }
 
     #[test]

@@ -28,6 +28,10 @@ use sansio::{connected, decode, new_session, Got};
 const T0: u64 = 1_700_000_000_000;
 /// Zab's tickTime, ms (the server's session buckets use sansio's 2 s).
 const ZAB_TICK_MS: u64 = 100;
+/// What `/zookeeper/config` holds on every member (`Config::membership`'s form).
+const MEMBERSHIP: &str = "server.1=127.0.0.1:2888:3888:participant\n\
+    server.2=127.0.0.1:2889:3889:participant\n\
+    server.3=127.0.0.1:2890:3890:participant\nversion=0";
 /// How far time moves per step of [`Cluster::advance`], ms.
 const STEP_MS: u64 = 50;
 
@@ -137,6 +141,7 @@ impl Cluster {
             sansio::logged_settings(),
             recovered,
             &snapshot,
+            Bytes::from_static(MEMBERSHIP.as_bytes()),
             now,
             sid,
         )
@@ -717,6 +722,55 @@ fn crash_and_restart_the_leader(snap_only: bool) -> (Cluster, Sid) {
     assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
     assert_eq!(seen[0].3, Some(30_000), "the session is on every member");
     (c, old)
+}
+
+/// Every member's `/zookeeper/config` holds the membership as ZooKeeper's
+/// initConfigInZKDatabase writes it (dataVersion -1, mzxid 0, ctime 0): the leader's
+/// since its start, a learner's since its sync. A member that rejoins by SNAP, whose
+/// tree then holds the leader's node, writes its own again (mtime of its sync).
+#[test]
+fn every_member_holds_the_membership_in_zookeeper_config() {
+    let mut c = Cluster::with(true);
+    let leader = c.settle();
+    let config_node = |c: &mut Cluster, sid: Sid, conn: u64| {
+        c.connect(sid, conn, 10_000);
+        c.get(sid, conn, 1, "/zookeeper/config")
+            .expect("/zookeeper/config")
+    };
+    for sid in 1..=3 {
+        let (data, stat) = config_node(&mut c, sid, 10);
+        assert_eq!(std::str::from_utf8(&data), Ok(MEMBERSHIP), "member {sid}");
+        let fields = (
+            stat.version,
+            stat.mzxid,
+            stat.czxid,
+            stat.ctime,
+            stat.aversion,
+        );
+        assert_eq!(fields, (-1, 0, 0, 0, -1), "member {sid}");
+        assert_eq!(stat.data_length as usize, MEMBERSHIP.len());
+        if sid == leader {
+            assert_eq!(stat.mtime as u64, T0, "the leader's is from its start");
+        } else {
+            assert!(stat.mtime as u64 > T0, "a learner's is from its sync");
+        }
+    }
+    let (f, _) = others(leader);
+    c.crash(f);
+    // A write it misses, so that the leader (SNAP only) sends it a snapshot.
+    c.connect(leader, 11, 10_000);
+    assert!(ok(&c.create(leader, 11, 2, "/missed", b"", 0)));
+    c.advance(1_000);
+    let restarted = c.now;
+    c.start(f);
+    c.settle();
+    assert!(c.syncs.get("snap").is_some_and(|&n| n > 0), "{:?}", c.syncs);
+    let (data, stat) = config_node(&mut c, f, 20);
+    assert_eq!(std::str::from_utf8(&data), Ok(MEMBERSHIP));
+    assert!(
+        stat.mtime as u64 > restarted,
+        "written at the sync, not the leader's node from the SNAP: {stat:?}"
+    );
 }
 
 /// A session whose client went away is expired by the leader: its ephemeral is gone on

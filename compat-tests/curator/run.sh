@@ -5,7 +5,10 @@
 # with TTL nodes enabled and a 1 s container check interval, runs the checks, stops the
 # server and exits with the checks' status.
 # Environment: CURATOR_PORT (first port to try, 2250-2299), CURATOR_WORK (work dir),
-# KEEL_BIN (see lib.sh).
+# KEEL_BIN (see lib.sh). CURATOR_SERVER=HOST:PORT runs the checks against a server of the
+# given kind that already runs there (for example an ensemble member, as
+# ../ensemble/clients.sh does, started with TTL nodes and a 1 s container check interval)
+# instead of starting one.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib.sh"
@@ -35,6 +38,12 @@ if [ ! -f "$CLASSES/CuratorCompat.class" ]; then
   fi
   rm -rf "$CLASSES"; mv "$CLASSES.tmp" "$CLASSES"
   for d in "$WORK"/classes-*; do [ "$d" = "$CLASSES" ] || rm -rf "$d"; done  # older builds
+fi
+
+if [ -n "${CURATOR_SERVER:-}" ]; then
+  echo "run.sh: $KIND at $CURATOR_SERVER (not started here)" >&2
+  timeout -k 5 150 java -Xmx256m -cp "$CLASSES:$CP" CuratorCompat "$CURATOR_SERVER"
+  exit $?
 fi
 
 if [ "$KIND" = keel ] && [ ! -x "$KEEL_BIN" ]; then

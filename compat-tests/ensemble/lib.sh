@@ -12,6 +12,9 @@
 # (each member still listens on its own ports; only the addresses it dials change).
 # ENSEMBLE_ADMIN_BASE, when set, enables each member's AdminServer on port
 # ENSEMBLE_ADMIN_BASE+i (ZooKeeper then needs ZK_CP_EXTRA: Jetty and Jackson jars).
+# ENSEMBLE_OBSERVERS=K (0) adds members 4..3+K as observers (`server.N=...:observer`
+# on every member, `peerType=observer` in theirs), ports numbered as above; the ensemble
+# is then formed when they observe too.
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../lib.sh"
 
 ENSEMBLE_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -31,11 +34,14 @@ member_mode() { # PORT
     | sed -n 's/^Mode: //p'
 }
 
+ensemble_members() { seq $((3 + ${ENSEMBLE_OBSERVERS:-0})); }
+
 wait_ensemble() { # DIR [TRIES]
-  local dir=$1 modes=""
+  local dir=$1 modes="" want="follower follower leader " i
+  for i in $(seq "${ENSEMBLE_OBSERVERS:-0}"); do want="${want}observer "; done
   for _ in $(seq "${2:-300}"); do
-    modes=$(for i in 1 2 3; do member_mode "$(cat "$dir/m$i/port")"; done | sort | tr '\n' ' ')
-    [ "$modes" = "follower follower leader " ] && return 0
+    modes=$(for i in $(ensemble_members); do member_mode "$(cat "$dir/m$i/port")"; done | sort | tr '\n' ' ')
+    [ "$modes" = "$want" ] && return 0
     sleep 0.2
   done
   echo "ensemble in $dir did not form: modes '$modes'" >&2
@@ -50,7 +56,7 @@ start_ensemble() { # KIND DIR BASE [EXTRA_CFG]
   *) echo "start_ensemble: unknown kind $kind" >&2; return 2 ;;
   esac
   rm -rf "$dir"; mkdir -p "$dir"
-  for i in 1 2 3; do
+  for i in $(ensemble_members); do
     m=$dir/m$i; mkdir -p "$m/data"; echo $i > "$m/data/myid"
     {
       echo "tickTime=${ENSEMBLE_TICK_MS:-500}"; echo "initLimit=10"; echo "syncLimit=5"
@@ -61,14 +67,15 @@ start_ensemble() { # KIND DIR BASE [EXTRA_CFG]
       else
         echo "admin.enableServer=false"
       fi
-      for j in 1 2 3; do
-        if [ -n "${ENSEMBLE_PROXY_BASE:-}" ] && [ "$j" != "$i" ]; then
+      for j in $(ensemble_members); do
+        if [ -n "${ENSEMBLE_PROXY_BASE:-}" ] && [ "$j" != "$i" ] && [ "$j" -le 3 ]; then
           q=$((ENSEMBLE_PROXY_BASE + 10 * (i - 1) + 2 * (j - 1)))
           echo "server.$j=127.0.0.1:$q:$((q + 1))"
         else
-          echo "server.$j=127.0.0.1:$((base + 10 * (j - 1) + 2)):$((base + 10 * (j - 1) + 3))"
+          echo "server.$j=127.0.0.1:$((base + 10 * (j - 1) + 2)):$((base + 10 * (j - 1) + 3))$( [ "$j" -gt 3 ] && echo :observer)"
         fi
       done
+      [ "$i" -gt 3 ] && echo "peerType=observer"
       [ -n "$extra" ] && echo "$extra"
     } > "$m/zoo.cfg"
     echo "$((base + 10 * (i - 1) + 1))" > "$m/port"
@@ -87,9 +94,9 @@ stop_ensemble() { # DIR
   true
 }
 
-ensemble_port() { # DIR leader|follower
+ensemble_port() { # DIR leader|follower|observer
   local i p
-  for i in 1 2 3; do
+  for i in $(ensemble_members); do
     p=$(cat "$1/m$i/port"); [ "$(member_mode "$p")" = "$2" ] && { echo "$p"; return 0; }
   done
   return 1

@@ -6,6 +6,10 @@
 # Exit 0 when the masked transcripts are identical, 1 (printing the diff) otherwise.
 # Transcripts (raw and masked) and server dirs are kept in $WORK (/tmp/keel-compat/zkcli).
 # Env: ZKCLI_PORT_A / ZKCLI_PORT_B (2110 / 2111), KEEL_BIN (see ../lib.sh).
+#      ZKCLI_EXTERNAL=1: servers of kinds A and B already run on ZKCLI_PORT_A and
+#      ZKCLI_PORT_B (for example a follower of each of two ensembles, as
+#      ../ensemble/clients.sh does, started with this file's EXTRA_CFG); neither is started
+#      nor stopped here, so each must be fresh.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../lib.sh
@@ -86,6 +90,8 @@ canon() {
 # Mask only what must differ between two servers (or two runs of one server):
 #  - SLF4J / jline / log4j noise on stderr;
 #  - the port in the "Connecting to" banner;
+#  - the ports in the `server.N=host:quorumPort:electionPort:type[;addr:clientPort]` lines
+#    of an ensemble's /zookeeper/config (two ensembles side by side have different ones);
 #  - ctime/mtime values, except the epoch (system nodes have ctime 0 and must keep it);
 #  - ephemeralOwner values that are session ids: each distinct id becomes <session-N> in
 #    order of first appearance (so "same session" vs "other session" is still checked);
@@ -100,6 +106,7 @@ mask() {
     /[Jj][Ll]ine/ && !/^JLine support is disabled$/ { next }
     /^log4j:/ { next }
     /^Connecting to / { sub(/:[0-9]+$/, ":<port>"); print; next }
+    /^server\.[0-9]+=/ { gsub(/:[0-9]+/, ":<port>"); print; next }
     /^[cm]time = / {
       if ($0 !~ /= Thu Jan 01 00:00:00 UTC 1970$/) sub(/= .*/, "= <date>")
       print; next
@@ -152,14 +159,15 @@ done
 mkdir -p "$WORK"
 DIR_A=$WORK/a-$A_KIND
 DIR_B=$WORK/b-$B_KIND
-cleanup() { stop_server "$DIR_A"; stop_server "$DIR_B"; }
+EXTERNAL=${ZKCLI_EXTERNAL:-}
+cleanup() { [ -n "$EXTERNAL" ] || { stop_server "$DIR_A"; stop_server "$DIR_B"; }; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 
 run_one() { # KIND DIR PORT LABEL
   local kind=$1 dir=$2 port=$3 label=$4
-  if ! start_server "$kind" "$dir" "$port" "$EXTRA_CFG"; then
+  if [ -z "$EXTERNAL" ] && ! start_server "$kind" "$dir" "$port" "$EXTRA_CFG"; then
     echo "FAIL: could not start $kind ($label)" >&2
     return 1
   fi
@@ -168,7 +176,7 @@ run_one() { # KIND DIR PORT LABEL
   : > "$WORK/$label.raw"
   feed "$WORK/$label.raw" | TZ=UTC timeout 300 "$ZKCLI" -server "127.0.0.1:$port" >> "$WORK/$label.raw" 2>&1
   local rc=$?
-  stop_server "$dir"
+  [ -n "$EXTERNAL" ] || stop_server "$dir"
   if [ $rc -ne 0 ]; then echo "note: zkCli.sh against $kind exited $rc" >&2; fi
   mask < "$WORK/$label.raw" > "$WORK/$label.masked"
 }

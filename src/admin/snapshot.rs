@@ -150,7 +150,7 @@ fn mode_of(server: &Server, config: &Config) -> (&'static str, bool) {
 /// The lines `conf` adds after `serverId` on an ensemble member
 /// (`QuorumPeer`'s part of `dumpConf`): the limits, `electionAlg=3`, this member's ports,
 /// `peerType` (0 participant, 1 observer), then `membership: ` and the dynamic config
-/// (each server.N line with its learner type and client part, then `version=0`).
+/// ([`Config::membership`]).
 fn quorum_lines(config: &Config) -> Vec<String> {
     let me = config.servers.iter().find(|s| Some(s.id) == config.my_id);
     let mut lines = vec![
@@ -165,26 +165,7 @@ fn quorum_lines(config: &Config) -> Vec<String> {
         format!("peerType={}", u8::from(me.is_some_and(|s| s.observer))),
         "membership: ".to_string(),
     ];
-    for s in &config.servers {
-        let mut line = format!(
-            "server.{}={}:{}:{}:{}",
-            s.id,
-            s.host,
-            s.quorum_port,
-            s.election_port,
-            if s.observer {
-                "observer"
-            } else {
-                "participant"
-            }
-        );
-        if let Some(port) = s.client_port {
-            let addr = s.client_address.as_deref().unwrap_or("0.0.0.0");
-            line.push_str(&format!(";{addr}:{port}"));
-        }
-        lines.push(line);
-    }
-    lines.push("version=0".to_string());
+    lines.extend(config.membership().lines().map(str::to_string));
     lines
 }
 

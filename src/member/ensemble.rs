@@ -119,6 +119,7 @@ pub async fn run(
         crate::server_settings(&config),
         recovered,
         &snapshot,
+        config.membership().into_bytes().into(),
         now,
         now ^ (u64::from(std::process::id()) << 32),
     )

@@ -99,6 +99,9 @@ pub struct Replica {
     halted: Option<String>,
     effects: Vec<Effect>,
     syncs: SyncCounts,
+    /// The ensemble's membership text ([`crate::config::Config::membership`]), which
+    /// `/zookeeper/config` holds.
+    membership: Bytes,
 }
 
 /// How many learners this member synced, while leading, in each way since it started
@@ -121,6 +124,9 @@ struct State {
     sessions: Vec<SnapshotSession>,
 }
 
+/// The znode holding the ensemble's membership (ZooDefs.CONFIG_NODE).
+const CONFIG_NODE: &str = "/zookeeper/config";
+
 /// Chunk size of keel's own snapshot form, bytes (see [`encode_state`]).
 const SNAP_CHUNK_BYTES: usize = 1 << 20;
 
@@ -133,6 +139,12 @@ impl Replica {
     /// its commit); `seed` is the server's randomness. The returned effects (the first
     /// notifications) must be executed.
     ///
+    /// `membership` is what `/zookeeper/config` holds
+    /// ([`crate::config::Config::membership`]): written into the tree now, unless the
+    /// recovered snapshot holds a content already (ZooKeeper's QuorumPeerMain writes
+    /// it into the empty database, which the snapshot then replaces), and again each
+    /// time this member has synced with a leader as a learner (`Learner.syncWithLeader`).
+    ///
     /// Errors: a sid above 255 (ZooKeeper puts it in a session id's high byte), or a
     /// snapshot that does not decode or is not at `recovered.snapshot_zxid`.
     pub fn new(
@@ -140,6 +152,7 @@ impl Replica {
         mut settings: Settings,
         recovered: Recovered,
         snapshot: &[u8],
+        membership: Bytes,
         now_ms: u64,
         seed: u64,
     ) -> Result<(Replica, Vec<Effect>), String> {
@@ -159,6 +172,13 @@ impl Replica {
             }
             server.restore(state.zxid as i64, state.tree, &state.sessions);
         }
+        let config_node_empty = server
+            .tree
+            .get(CONFIG_NODE)
+            .is_some_and(|n| n.data_len() == 0);
+        if config_node_empty {
+            server.init_config_node(&membership, now_ms as i64);
+        }
         let uncommitted = recovered.log.iter().cloned().collect();
         let (peer, actions) = Peer::new(config, recovered, now_ms);
         let mut replica = Replica {
@@ -170,6 +190,7 @@ impl Replica {
             halted: None,
             effects: Vec::new(),
             syncs: SyncCounts::default(),
+            membership,
         };
         replica.run(now_ms, actions);
         let effects = replica.take();
@@ -429,6 +450,12 @@ impl Replica {
                     _ => None,
                 };
                 self.own_from = None;
+                if matches!(change, RoleChange::LearnerServing { .. }) {
+                    // Synced (DIFF, TRUNC or SNAP, whose tree holds the leader's
+                    // content): the member's own configuration is written again before
+                    // any client reads it, as Learner.syncWithLeader does.
+                    self.server.init_config_node(&self.membership, now);
+                }
                 self.server.handle(now, server::Input::Role(role));
             }
             Action::Commit { upto } => self.commit(now, upto),

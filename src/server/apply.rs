@@ -43,6 +43,29 @@ impl Server {
         r
     }
 
+    /// Writes an ensemble member's membership text ([`crate::config::Config::membership`])
+    /// into `/zookeeper/config` outside any txn, as ZooKeeper's
+    /// `ZKDatabase.initConfigInZKDatabase` does at start and after each sync with a
+    /// leader: dataVersion -1, mzxid the configuration's version (0 for a static
+    /// configuration), mtime `now_ms`, and NodeDataChanged to its data watchers. The
+    /// tree digest does not count `/zookeeper/` nodes, so it does not move.
+    pub fn init_config_node(&mut self, membership: &[u8], now_ms: i64) {
+        const CONFIG_NODE: &str = "/zookeeper/config";
+        if self
+            .tree
+            .set_data(CONFIG_NODE, Some(membership), -1, 0, now_ms)
+            .is_ok()
+        {
+            self.fire(
+                Table::Data,
+                CONFIG_NODE,
+                event::NODE_DATA_CHANGED,
+                &BTreeSet::new(),
+                |s| s.acl_of(CONFIG_NODE),
+            );
+        }
+    }
+
     fn apply_txn(&mut self, txn: &Txn) -> OpResult {
         match &txn.op {
             TxnOp::CreateSession { timeout_ms, passwd } => {
