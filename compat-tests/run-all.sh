@@ -44,6 +44,8 @@ suite ensemble-admin-differential bash "$HERE/ensemble/admin.sh"
 suite ensemble-sync bash "$HERE/ensemble/sync.sh"
 suite ensemble-partition bash "$HERE/ensemble/partition.sh"
 suite ensemble-garbage bash "$HERE/ensemble/garbage.sh"
+suite ensemble-clients-differential bash "$HERE/ensemble/clients.sh"
+suite ensemble-observer-differential bash "$HERE/ensemble/observer.sh"
 
 echo
 [ ${#failures[@]} -eq 0 ] || echo "failed suites: ${failures[*]}"
