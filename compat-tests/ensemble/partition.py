@@ -146,6 +146,12 @@ def agree(members, acked, absent, failures):
     `absent` anywhere (problems go to `failures`); returns (znodes, member dumps that
     differ)."""
     dumps = {m.sid: dump(m.port) for m in members}
+    # Each member's zoo.cfg here names the others by their proxy ports, and
+    # /zookeeper/config holds that member's own view of the membership.
+    for d in dumps.values():
+        config = d.get("/zookeeper/config")
+        if config:
+            d["/zookeeper/config"] = (b"(each member's own server.N addresses)",) + config[1:]
     problems, _, differ = agreement(dumps, acked, absent)
     failures.extend(problems)
     return len(dumps[members[0].sid]), differ
