@@ -23,6 +23,8 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 #[path = "support/sansio.rs"]
 mod sansio;
+#[path = "support/zab_storage.rs"]
+mod zab_storage;
 use sansio::{connected, decode, new_session, Got};
 
 const T0: u64 = 1_700_000_000_000;
@@ -198,6 +200,9 @@ impl Cluster {
     }
 
     fn execute_action(&mut self, sid: Sid, a: Action) {
+        let Err(a) = zab_storage::execute(&mut self.node(sid).storage, a) else {
+            return;
+        };
         match a {
             Action::Send { to, msg } => {
                 let kind = match msg {
@@ -231,17 +236,6 @@ impl Cluster {
                 }
             }
             Action::CloseConnection { peer } => self.break_conn(sid, peer),
-            Action::AppendTxns { txns } => self.node(sid).storage.append(&txns),
-            Action::PersistAcceptedEpoch { epoch } => {
-                self.node(sid).storage.set_accepted_epoch(epoch)
-            }
-            Action::PersistCurrentEpoch { epoch } => {
-                self.node(sid).storage.set_current_epoch(epoch)
-            }
-            Action::TruncateLog { after } => self.node(sid).storage.truncate_after(after),
-            Action::InstallSnapshot { zxid, snapshot } => {
-                self.node(sid).storage.install_snapshot(zxid, snapshot)
-            }
             Action::ReadLog {
                 peer,
                 after,
