@@ -25,6 +25,7 @@ mod world;
 #[path = "support/zab_storage.rs"]
 mod zab_storage;
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use world::{Options, World};
@@ -40,20 +41,39 @@ fn options_for(seed: u64) -> Options {
     }
 }
 
-/// Runs one seed; its failure with the trace's tail.
-fn run_seed(seed: u64, opts: Options) -> Result<(), String> {
+/// One seed's run: its failure (with the trace's tail), what happened, counted, and,
+/// for replays, its outcome (last zxid, digest) and trace hash.
+struct Run {
+    result: Result<(), String>,
+    stats: BTreeMap<&'static str, u64>,
+    outcome: String,
+}
+
+/// Runs one seed.
+fn run_seed(seed: u64, opts: Options) -> Run {
     let mut w = World::new(seed, opts);
     w.run();
     let result = match w.failure() {
         Some(e) => Err(e.clone()),
         None => check::check(&w, opts.paths),
     };
-    result.map_err(|e| {
-        format!(
-            "KEEL_SIM_SEED={seed} ({opts:?}) failed: {e}\nlast trace lines:\n{}",
-            w.trace_tail()
-        )
-    })
+    let outcome = match w.outcome() {
+        Some((zxid, digest)) => format!(
+            "last zxid {zxid:#x}, digest {digest:#x}, trace hash {:#x}",
+            w.trace_hash()
+        ),
+        None => format!("member 1 down, trace hash {:#x}", w.trace_hash()),
+    };
+    Run {
+        result: result.map_err(|e| {
+            format!(
+                "KEEL_SIM_SEED={seed} ({opts:?}) failed: {e}\nlast trace lines:\n{}",
+                w.trace_tail()
+            )
+        }),
+        stats: w.stats(),
+        outcome,
+    }
 }
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -72,8 +92,16 @@ fn seeded_ensembles_with_clients_keep_zookeepers_guarantees() {
     };
     let started = Instant::now();
     let mut failures = Vec::new();
+    let mut totals: BTreeMap<&'static str, u64> = BTreeMap::new();
     for &seed in &seeds {
-        if let Err(e) = run_seed(seed, options_for(seed)) {
+        let run = run_seed(seed, options_for(seed));
+        for (k, v) in &run.stats {
+            *totals.entry(k).or_default() += v;
+        }
+        if seeds.len() == 1 {
+            eprintln!("seed {seed}: {}; {:?}", run.outcome, run.stats);
+        }
+        if let Err(e) = run.result {
             eprintln!("{e}\n");
             failures.push(seed);
             if failures.len() >= 10 {
@@ -82,7 +110,7 @@ fn seeded_ensembles_with_clients_keep_zookeepers_guarantees() {
         }
     }
     eprintln!(
-        "{} seeds in {:.1} s",
+        "{} seeds in {:.1} s; in all: {totals:?}",
         seeds.len(),
         started.elapsed().as_secs_f64()
     );
@@ -100,7 +128,7 @@ fn the_checks_catch_members_told_their_appends_are_durable_before_the_fsync() {
                 lying_fsync: true,
                 ..options_for(seed)
             };
-            run_seed(seed, opts).err().map(|e| (seed, e))
+            run_seed(seed, opts).result.err().map(|e| (seed, e))
         })
         .collect();
     let (seed, first) = caught.first().expect("no seed caught the lying fsync");

@@ -4,11 +4,9 @@
 //! write lost. (Per-session zxid monotonicity and equal trees at equal zxids are
 //! checked while the world runs: see world.rs.)
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use stateright::semantics::{
-    ConsistencyTester, LinearizabilityTester, SequentialConsistencyTester,
-};
+use stateright::semantics::{ConsistencyTester, LinearizabilityTester};
 
 use crate::model::{Znode, ZnodeOp, ZnodeRet};
 use crate::world::{Hist, World, PATHS};
@@ -16,31 +14,68 @@ use crate::world::{Hist, World, PATHS};
 /// The thread of the final read appended to each linearizable history.
 const FINAL_READER: u64 = u64::MAX;
 
-/// The events of `history` on `path` (a return belongs to its thread's open op).
-fn on_path(history: &[Hist], path: usize) -> Vec<&Hist> {
-    let mut open: HashMap<u64, usize> = HashMap::new();
+/// The events of `history` on `path` (a return belongs to its thread's open op), with
+/// the writes whose outcome the client never learned resolved where the history shows
+/// them: values are unique, so a read of a lost write's value (at the version it
+/// made) proves the write took effect before that read returned, and the write is
+/// given that return there. Unresolved ones stay in flight for good (the testers
+/// may place them anywhere after their invocation, or nowhere).
+fn on_path(history: &[Hist], path: usize) -> Vec<Hist> {
+    let mut open: HashMap<u64, (usize, ZnodeOp)> = HashMap::new();
     let mut events = Vec::new();
     for h in history {
         let here = match h {
             Hist::Invoke {
-                thread, path: p, ..
+                thread,
+                path: p,
+                op,
+                ..
             } => {
-                open.insert(*thread, *p);
+                open.insert(*thread, (*p, op.clone()));
                 *p == path
             }
-            Hist::Return { thread, .. } => open.remove(thread) == Some(path),
+            Hist::Return { thread, .. } => open.remove(thread).is_some_and(|(p, _)| p == path),
         };
         if here {
-            events.push(h);
+            events.push(h.clone());
         }
     }
-    events
+    // What is still open at the end never returned.
+    let lost: HashMap<u32, u64> = open
+        .into_iter()
+        .filter_map(|(thread, (p, op))| match op {
+            ZnodeOp::Create(v) | ZnodeOp::Set(v) if p == path => Some((v, thread)),
+            _ => None,
+        })
+        .collect();
+    let mut resolved = Vec::with_capacity(events.len());
+    let mut done: HashSet<u64> = HashSet::new();
+    for h in events {
+        if let Hist::Return {
+            ret: ZnodeRet::Data(v, version),
+            ..
+        } = &h
+        {
+            if let Some(&thread) = lost.get(v) {
+                if done.insert(thread) {
+                    let ret = if *version == 0 {
+                        ZnodeRet::Created
+                    } else {
+                        ZnodeRet::SetOk(*version)
+                    };
+                    resolved.push(Hist::Return { thread, ret });
+                }
+            }
+        }
+        resolved.push(h);
+    }
+    resolved
 }
 
-/// The history of `path`, a line an event, for a failure report.
-fn render(history: &[Hist], path: usize) -> String {
-    let lines: Vec<String> = on_path(history, path)
-        .into_iter()
+/// A path's history, a line an event, for a failure report.
+fn render(events: &[Hist]) -> String {
+    let lines: Vec<String> = events
+        .iter()
         .map(|h| match h {
             Hist::Invoke {
                 thread,
@@ -57,15 +92,10 @@ fn render(history: &[Hist], path: usize) -> String {
     lines.join("\n")
 }
 
-/// Feeds `path`'s ops (only the linearizable ones if `linearizable_only`) to `tester`.
-fn feed<T: ConsistencyTester<u64, Znode>>(
-    tester: &mut T,
-    history: &[Hist],
-    path: usize,
-    linearizable_only: bool,
-) -> Result<(), String> {
+/// Feeds a path's writes and sync'd reads to `tester`.
+fn feed(tester: &mut LinearizabilityTester<u64, Znode>, events: &[Hist]) -> Result<(), String> {
     let mut taken: HashMap<u64, bool> = HashMap::new();
-    for h in on_path(history, path) {
+    for h in events {
         match h {
             Hist::Invoke {
                 thread,
@@ -73,11 +103,10 @@ fn feed<T: ConsistencyTester<u64, Znode>>(
                 linearizable,
                 ..
             } => {
-                let take = *linearizable || !linearizable_only;
-                if take {
+                if *linearizable {
                     tester.on_invoke(*thread, op.clone())?;
                 }
-                taken.insert(*thread, take);
+                taken.insert(*thread, *linearizable);
             }
             Hist::Return { thread, ret } => {
                 if taken.remove(thread) == Some(true) {
@@ -91,8 +120,7 @@ fn feed<T: ConsistencyTester<u64, Znode>>(
 
 /// Every check on the finished `w`; the first failure, described.
 pub fn check(w: &World, paths: usize) -> Result<(), String> {
-    for path in 0..paths {
-        let name = PATHS[path];
+    for (path, name) in PATHS.iter().enumerate().take(paths) {
         let fin = w.final_state(path);
         for &(p, version, mzxid) in &w.acked {
             if p != path {
@@ -107,28 +135,122 @@ pub fn check(w: &World, paths: usize) -> Result<(), String> {
                 }
             }
         }
+        let events = on_path(&w.history, path);
         let mut lin = LinearizabilityTester::new(Znode::default());
-        feed(&mut lin, &w.history, path, true)?;
+        feed(&mut lin, &events)?;
         let final_ret = match fin {
             Some((v, version, _)) => ZnodeRet::Data(v, version),
             None => ZnodeRet::NoNode,
         };
         lin.on_invoke(FINAL_READER, ZnodeOp::Get)?;
         lin.on_return(FINAL_READER, final_ret.clone())?;
-        if !lin.is_consistent() {
+        let Some(order) = lin.serialized_history() else {
             return Err(format!(
                 "{name}: writes and sync'd reads are not linearizable (the converged state is {final_ret:?}); history:\n{}",
-                render(&w.history, path)
+                render(&events)
             ));
+        };
+        sequentially_consistent(&Witness::new(&order), &events).map_err(|e| {
+            format!(
+                "{name}: the clients' ops are not sequentially consistent: {e}; history:\n{}",
+                render(&events)
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// The znode's states along one linearization of the writes and sync'd reads
+/// (stateright's [`LinearizabilityTester::serialized_history`]): state 0 is the
+/// initial one (absent), state i + 1 the one after the i-th op. Values are unique per
+/// write, so a successful write, or a read of its value, names its state.
+struct Witness {
+    /// The first state in which the znode exists (there are no deletes).
+    created_at: Option<usize>,
+    /// The state each written value made, with its data version.
+    value_at: HashMap<u32, (usize, i32)>,
+}
+
+impl Witness {
+    fn new(order: &[(ZnodeOp, ZnodeRet)]) -> Witness {
+        let mut created_at = None;
+        let mut value_at = HashMap::new();
+        for (i, (op, ret)) in order.iter().enumerate() {
+            let made = match (op, ret) {
+                (ZnodeOp::Create(v), ZnodeRet::Created) => Some((*v, 0)),
+                (ZnodeOp::Set(v), ZnodeRet::SetOk(version)) => Some((*v, *version)),
+                _ => None,
+            };
+            if let Some((v, version)) = made {
+                created_at.get_or_insert(i + 1);
+                value_at.insert(v, (i + 1, version));
+            }
         }
-        let mut sc = SequentialConsistencyTester::new(Znode::default());
-        feed(&mut sc, &w.history, path, false)?;
-        if !sc.is_consistent() {
+        Witness {
+            created_at,
+            value_at,
+        }
+    }
+}
+
+/// Sequential consistency of every op on `path`, plain reads too, over the witness's
+/// order of the writes: each thread's ops observe states of that order, never an
+/// earlier one than the thread observed or made before (ZooKeeper's guarantee: FIFO
+/// client order, and a client's view never goes back, even across reconnects). Ops
+/// then merge into one total order that every thread's program order respects.
+/// (stateright's SequentialConsistencyTester searches all interleavings without
+/// memoization: minutes on a few hundred ops. This check is linear and, with the
+/// writes' order fixed by their versions and unique values, as strict.)
+fn sequentially_consistent(wit: &Witness, events: &[Hist]) -> Result<(), String> {
+    // Per thread: its open op, and the earliest state its view may be at.
+    let mut open: HashMap<u64, ZnodeOp> = HashMap::new();
+    let mut low: HashMap<u64, usize> = HashMap::new();
+    for h in events {
+        let (thread, ret) = match h {
+            Hist::Invoke { thread, op, .. } => {
+                open.insert(*thread, op.clone());
+                continue;
+            }
+            Hist::Return { thread, ret } => (*thread, ret),
+        };
+        let op = open.remove(&thread).expect("a return follows its invoke");
+        let at = low.entry(thread).or_insert(0);
+        let observed = match (&op, ret) {
+            (ZnodeOp::Create(v), ZnodeRet::Created)
+            | (ZnodeOp::Set(v), ZnodeRet::SetOk(_))
+            | (ZnodeOp::Get, ZnodeRet::Data(v, _)) => {
+                let Some(&(state, version)) = wit.value_at.get(v) else {
+                    return Err(format!(
+                        "t{thread} {op:?} returned {ret:?}: no write made it"
+                    ));
+                };
+                if matches!(ret, ZnodeRet::Data(_, read) if *read != version) {
+                    return Err(format!(
+                        "t{thread} {op:?} returned {ret:?}: that value's version is {version}"
+                    ));
+                }
+                state
+            }
+            (ZnodeOp::Create(_), ZnodeRet::NodeExists) => match wit.created_at {
+                Some(created) => created.max(*at),
+                None => return Err(format!("t{thread} {op:?}: NODEEXISTS, never created")),
+            },
+            (_, ZnodeRet::NoNode) => {
+                if wit.created_at.is_some_and(|created| *at >= created) {
+                    return Err(format!(
+                        "t{thread} {op:?} returned {ret:?} after its view held the znode"
+                    ));
+                }
+                *at
+            }
+            _ => return Err(format!("t{thread} {op:?} cannot return {ret:?}")),
+        };
+        if observed < *at {
             return Err(format!(
-                "{name}: the clients' ops are not sequentially consistent; history:\n{}",
-                render(&w.history, path)
+                "t{thread} {op:?} returned {ret:?}, state {observed} of the writes' order, after it had seen state {at}"
             ));
         }
+        *at = observed;
     }
     Ok(())
 }

@@ -2,11 +2,13 @@
 //! machine) over a simulated network, in-memory storage with seeded fsync latency, and
 //! ZooKeeper clients connected to random members. Faults: message delays (FIFO per
 //! link, as TCP), quorum connection breaks that lose what was in flight, partitions,
-//! crashes that lose unsynced writes and restart from storage, slow fsyncs, client
-//! connection drops. Every client operation's invocation and response is recorded in
+//! crashes (of one member, or power loss of all) that lose unsynced writes and restart
+//! from storage, slow fsyncs, client connection drops. Every client operation's invocation and response is recorded in
 //! [`World::history`] for tests/sim_clients/check.rs.
 
+use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 
 use bytes::{Bytes, BytesMut};
 use jute::*;
@@ -176,7 +178,6 @@ struct Client {
 
 /// The simulated ensemble and its clients.
 pub struct World {
-    pub seed: u64,
     opts: Options,
     now: u64,
     rng: StdRng,
@@ -204,7 +205,13 @@ pub struct World {
     digests: HashMap<i64, (i64, Sid)>,
     /// A recent trace, for failure reports.
     trace: Vec<String>,
+    /// Every trace line, hashed.
+    trace_hash: DefaultHasher,
     failure: Option<String>,
+    /// What happened, counted (for the coverage report: see [`World::stats`]).
+    stats: BTreeMap<&'static str, u64>,
+    /// The epochs in which a leader was established.
+    epochs: HashSet<u32>,
 }
 
 fn key(a: Sid, b: Sid) -> (Sid, Sid) {
@@ -224,7 +231,6 @@ fn value_of(data: &[u8]) -> u32 {
 impl World {
     pub fn new(seed: u64, opts: Options) -> World {
         let mut w = World {
-            seed,
             opts,
             now: T0,
             rng: StdRng::seed_from_u64(seed),
@@ -245,7 +251,10 @@ impl World {
             acked: Vec::new(),
             digests: HashMap::new(),
             trace: Vec::new(),
+            trace_hash: DefaultHasher::new(),
             failure: None,
+            stats: BTreeMap::new(),
+            epochs: HashSet::new(),
         };
         for _ in 0..opts.members {
             w.members.push(Member {
@@ -279,6 +288,18 @@ impl World {
         w
     }
 
+    fn count(&mut self, what: &'static str) {
+        *self.stats.entry(what).or_default() += 1;
+    }
+
+    /// What happened in this world, counted: faults, client ops and their outcomes,
+    /// leader epochs.
+    pub fn stats(&self) -> BTreeMap<&'static str, u64> {
+        let mut s = self.stats.clone();
+        s.insert("leader epochs", self.epochs.len() as u64);
+        s
+    }
+
     fn new_thread(&mut self) -> u64 {
         self.next_thread += 1;
         self.next_thread
@@ -289,6 +310,7 @@ impl World {
             self.trace.drain(..200);
         }
         let l = format!("{:>7} {}", self.now - T0, line());
+        l.hash(&mut self.trace_hash);
         self.trace.push(l);
     }
 
@@ -366,6 +388,7 @@ impl World {
     /// break, and its clients' connections reset.
     fn crash(&mut self, sid: Sid) {
         self.log(|| format!("crash {sid}"));
+        self.count("crashes");
         let m = self.m(sid);
         m.replica = None;
         m.storage.crash();
@@ -387,6 +410,7 @@ impl World {
             return;
         }
         self.log(|| format!("break {a}-{b}"));
+        self.count("quorum connection breaks");
         for (s, p) in [(a, b), (b, a)] {
             if self.alive(s) {
                 self.disconnect_later(s, p, 1..20);
@@ -470,7 +494,7 @@ impl World {
             }
             match e {
                 Effect::Zab(a) => self.execute_action(sid, a),
-                Effect::Client { conn, out } => self.to_client(conn, decode(out)),
+                Effect::Client { conn, out } => self.on_client_output(conn, decode(out)),
                 Effect::Storage(_) => {}
                 Effect::Halt { reason } => {
                     self.fail(format!("member {sid} halted: {reason}"));
@@ -644,7 +668,19 @@ impl World {
         let sid = self.rng.gen_range(1..=n);
         let until = self.now + self.rng.gen_range(300..4_000);
         match self.rng.gen_range(0..100) {
-            0..=24 => {
+            0..=4 => {
+                // Power loss of the whole ensemble: only what each member synced is left.
+                self.log(|| "power loss".into());
+                self.count("power losses");
+                for sid in 1..=n {
+                    if self.alive(sid) {
+                        self.crash(sid);
+                        let back = self.now + self.rng.gen_range(200..3_000);
+                        self.at(back, Event::Restart { sid });
+                    }
+                }
+            }
+            5..=24 => {
                 if self.alive(sid) {
                     self.crash(sid);
                     let back = self.now + self.rng.gen_range(200..3_000);
@@ -657,6 +693,7 @@ impl World {
             }
             45..=64 => {
                 self.log(|| format!("isolate {sid}"));
+                self.count("isolations");
                 let mut pairs = Vec::new();
                 for o in 1..=n {
                     if o != sid {
@@ -670,6 +707,7 @@ impl World {
             65..=79 => {
                 let slow = self.rng.gen_range(100..1_500);
                 self.log(|| format!("slow fsync {sid} {slow}"));
+                self.count("slow fsyncs");
                 self.m(sid).fsync_ms = (slow / 2, slow);
                 self.at(until, Event::FsyncNormal { sid });
             }
@@ -677,6 +715,7 @@ impl World {
                 let c = self.rng.gen_range(0..self.clients.len());
                 if let Some(sid) = self.clients[c].member {
                     self.log(|| format!("client {c} drops its connection"));
+                    self.count("client drops");
                     let conn = self.clients[c].conn;
                     self.client_lost(c);
                     self.input(sid, Input::Disconnected { conn });
@@ -701,6 +740,7 @@ impl World {
         if matches!(client.waiting, Waiting::Reply { .. }) {
             self.next_thread += 1;
             client.thread = self.next_thread;
+            *self.stats.entry("ops lost in flight").or_default() += 1;
         }
         client.waiting = Waiting::Nothing;
         client.next_op_at = self.now + self.rng.gen_range(50..500);
@@ -741,8 +781,11 @@ impl World {
             Waiting::Nothing => {}
         }
         if now < client.next_op_at {
-            if client.member.is_some() && now - client.last_sent > PING_EVERY_MS {
-                let (sid, conn) = (client.member.expect("connected"), client.conn);
+            if let Some(sid) = client
+                .member
+                .filter(|_| now - client.last_sent > PING_EVERY_MS)
+            {
+                let conn = client.conn;
                 self.clients[c].last_sent = now;
                 self.input(
                     sid,
@@ -800,6 +843,12 @@ impl World {
             _ => (ZnodeOp::Get, true),
         };
         self.next_value += 1;
+        self.count(match (&zop, sync) {
+            (ZnodeOp::Create(_), _) => "creates",
+            (ZnodeOp::Set(_), _) => "sets",
+            (ZnodeOp::Get, false) => "plain reads",
+            (ZnodeOp::Get, true) => "sync'd reads",
+        });
         let client = &mut self.clients[c];
         client.next_xid += 2;
         client.next_op_at = now + self.rng.gen_range(5..200);
@@ -869,7 +918,7 @@ impl World {
     }
 
     /// Something member output on connection `conn`.
-    fn to_client(&mut self, conn: u64, got: Got) {
+    fn on_client_output(&mut self, conn: u64, got: Got) {
         let Some(&c) = self.conn_client.get(&conn) else {
             return;
         };
@@ -882,6 +931,9 @@ impl World {
             Got::Connected {
                 session_id, passwd, ..
             } => {
+                if session_id == 0 && self.clients[c].session_id != 0 {
+                    self.count("sessions expired");
+                }
                 let client = &mut self.clients[c];
                 if session_id == 0 {
                     // Expired (ZooKeeper closes the connection next): a new session.
@@ -962,6 +1014,7 @@ impl World {
         client.waiting = Waiting::Nothing;
         let Some((ret, mzxid)) = ret else {
             self.log(|| format!("client {c} thread {thread}: error {err}, outcome unknown"));
+            self.count("ops failed (outcome unknown)");
             self.clients[c].thread = self.new_thread();
             return;
         };
@@ -982,6 +1035,7 @@ impl World {
             self.acked.push((path, 0, zxid));
         }
         self.log(|| format!("client {c} thread {thread} -> {ret:?} zxid {zxid:#x}"));
+        self.count("ops answered");
         self.history.push(Hist::Return { thread, ret });
     }
 
@@ -992,6 +1046,10 @@ impl World {
                 continue;
             };
             let s = r.server();
+            if let Role::Leader { epoch } = s.role() {
+                self.epochs.insert(epoch);
+            }
+            let s = self.replica(sid).expect("up").server();
             let (zxid, digest) = (s.last_zxid, s.tree.digest());
             match self.digests.get(&zxid).copied() {
                 None => {
@@ -1076,6 +1134,19 @@ impl World {
                     && r.server().tree.digest() == rs[0].server().tree.digest()
                     && matches!(r.server().role(), Role::Leader { .. } | Role::Learner)
             })
+    }
+
+    /// The converged ensemble's last zxid and tree digest (member 1's), for comparing
+    /// two runs of a seed.
+    pub fn outcome(&self) -> Option<(i64, i64)> {
+        let s = self.replica(1)?.server();
+        Some((s.last_zxid, s.tree.digest()))
+    }
+
+    /// A hash of every trace line of the run (the trace kept is only its tail): equal
+    /// for two runs of one seed.
+    pub fn trace_hash(&self) -> u64 {
+        self.trace_hash.finish()
     }
 
     /// The converged state of `path`: its data and data version, if it exists.
