@@ -117,6 +117,31 @@ fn seeded_ensembles_with_clients_keep_zookeepers_guarantees() {
     assert!(failures.is_empty(), "failing seeds: {failures:?}");
 }
 
+/// Seeds that found keel bugs, kept whatever the default sweep becomes, with what they
+/// found.
+const REGRESSION_SEEDS: &[(u64, &str)] = &[
+    // A new leader applied the createSession txns of earlier epochs (committed as it
+    // started leading, after a power loss) with their txn time as the session's last
+    // touch: the sessions expired at its first tick (src/server/apply.rs).
+    (
+        3,
+        "sessions expired at once after a whole-ensemble power loss",
+    ),
+    // A follower promoted to leader kept the deadlines it computed when it applied the
+    // createSession txns (it never saw the sessions' pings): every session older than
+    // its timeout expired at the failover (src/server/member.rs, set_role).
+    (6, "sessions expired at a leader failover"),
+];
+
+#[test]
+fn the_seeds_that_found_bugs_pass() {
+    for &(seed, found) in REGRESSION_SEEDS {
+        if let Err(e) = run_seed(seed, options_for(seed)).result {
+            panic!("regression seed {seed} ({found}):\n{e}");
+        }
+    }
+}
+
 /// The checker has teeth: with storage that tells members their appends are durable
 /// before the fsync (which a crash waits for), some of the first seeds lose an
 /// acknowledged write or break linearizability, and the checks say so.

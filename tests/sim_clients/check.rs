@@ -118,8 +118,44 @@ fn feed(tester: &mut LinearizabilityTester<u64, Znode>, events: &[Hist]) -> Resu
     Ok(())
 }
 
+/// Sessions and ephemerals on the converged ensemble: every member's ephemerals
+/// belong to sessions it holds live; every session that expired or was given up is
+/// gone on every member, its ephemerals with it; an acknowledged ephemeral of a
+/// session still live is there.
+fn sessions(w: &World) -> Result<(), String> {
+    for (sid, r) in w.replicas() {
+        let s = r.server();
+        for (owner, paths) in s.tree.all_ephemerals() {
+            if !paths.is_empty() && s.sessions.get(*owner).is_none() {
+                return Err(format!(
+                    "member {sid} holds ephemerals {paths:?} of session {owner:#x}, which it does not hold live"
+                ));
+            }
+        }
+        for &gone in &w.gone_sessions {
+            if s.sessions.get(gone).is_some() {
+                return Err(format!(
+                    "member {sid} still holds session {gone:#x}, expired or given up by its client long ago"
+                ));
+            }
+        }
+        for (path, owner) in &w.ephemerals {
+            let live = s.sessions.get(*owner).is_some();
+            let held = s.tree.get(path).map(|n| n.ephemeral_owner() == *owner);
+            if live && held != Some(true) {
+                return Err(format!(
+                    "member {sid}: the acknowledged ephemeral {path} of live session {owner:#x} is {}",
+                    if held.is_some() { "someone else's" } else { "gone" }
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Every check on the finished `w`; the first failure, described.
 pub fn check(w: &World, paths: usize) -> Result<(), String> {
+    sessions(w)?;
     for (path, name) in PATHS.iter().enumerate().take(paths) {
         let fin = w.final_state(path);
         for &(p, version, mzxid) in &w.acked {

@@ -35,7 +35,16 @@ const TICK_EVERY_MS: u64 = 50;
 /// How often the clients act and the trees are compared, ms.
 const STEP_MS: u64 = 10;
 /// The clients' session timeout, ms.
-const SESSION_TIMEOUT_MS: i32 = 10_000;
+const SESSION_TIMEOUT_MS: i32 = 6_000;
+/// How much earlier than its timeout after the client last heard from a member a
+/// session may expire, ms: the leader's last touch of a session whose member lost the
+/// leader comes before that member notices (syncLimit x tickTime) and stops serving,
+/// plus message delays.
+const EXPIRY_SLACK_MS: u64 = 1_000;
+/// The calm phase lasts at least this long, ms: every session given up in the faulty
+/// phase has expired by then (its timeout, rounded up to the server's 2 s buckets,
+/// plus the close's commit).
+const CALM_MIN_MS: u64 = SESSION_TIMEOUT_MS as u64 + 5_000;
 /// A client gives up on a reply (or a handshake) after this long and drops its
 /// connection, as ZooKeeper's client does after 2/3 of the session timeout without
 /// hearing from its server.
@@ -139,6 +148,8 @@ struct Member {
     syncing: bool,
     /// The fsync latency range, ms.
     fsync_ms: (u64, u64),
+    /// The server's role when last looked at (its changes are traced).
+    role: Option<Role>,
 }
 
 /// What a client waits for.
@@ -155,6 +166,13 @@ enum Waiting {
         op: ZnodeOp,
         /// A sync sent before this read, not yet answered.
         sync_xid: Option<i32>,
+    },
+    /// The reply to the create of an ephemeral znode (outside the checked histories:
+    /// see [`World::ephemerals`]).
+    Ephemeral {
+        since: u64,
+        xid: i32,
+        path: String,
     },
 }
 
@@ -174,6 +192,8 @@ struct Client {
     next_xid: i32,
     next_op_at: u64,
     last_sent: u64,
+    /// When this session last heard from a member (a reply or its handshake).
+    last_heard: u64,
 }
 
 /// The simulated ensemble and its clients.
@@ -201,12 +221,19 @@ pub struct World {
     pub history: Vec<Hist>,
     /// Every acknowledged write: path, data version, mzxid.
     pub acked: Vec<(usize, i32, i64)>,
+    /// Every ephemeral znode whose create was acknowledged, and its session.
+    pub ephemerals: Vec<(String, i64)>,
+    /// The sessions that expired (a reconnect was refused) or that their client gave
+    /// up (it starts a new one; the old one must expire).
+    pub gone_sessions: HashSet<i64>,
     /// The digest first seen for each applied zxid, and by whom.
     digests: HashMap<i64, (i64, Sid)>,
     /// A recent trace, for failure reports.
     trace: Vec<String>,
     /// Every trace line, hashed.
     trace_hash: DefaultHasher,
+    /// Print every trace line as it happens (`KEEL_SIM_TRACE=1`).
+    print_trace: bool,
     failure: Option<String>,
     /// What happened, counted (for the coverage report: see [`World::stats`]).
     stats: BTreeMap<&'static str, u64>,
@@ -249,9 +276,12 @@ impl World {
             faults_on: true,
             history: Vec::new(),
             acked: Vec::new(),
+            ephemerals: Vec::new(),
+            gone_sessions: HashSet::new(),
             digests: HashMap::new(),
             trace: Vec::new(),
             trace_hash: DefaultHasher::new(),
+            print_trace: std::env::var("KEEL_SIM_TRACE").is_ok_and(|v| v == "1"),
             failure: None,
             stats: BTreeMap::new(),
             epochs: HashSet::new(),
@@ -263,6 +293,7 @@ impl World {
                 incarnation: 0,
                 syncing: false,
                 fsync_ms: opts.normal_fsync_ms(),
+                role: None,
             });
         }
         for sid in 1..=opts.members as Sid {
@@ -283,6 +314,7 @@ impl World {
                 next_xid: 1,
                 next_op_at: at,
                 last_sent: at,
+                last_heard: at,
             });
         }
         w
@@ -311,6 +343,9 @@ impl World {
         }
         let l = format!("{:>7} {}", self.now - T0, line());
         l.hash(&mut self.trace_hash);
+        if self.print_trace {
+            eprintln!("{l}");
+        }
         self.trace.push(l);
     }
 
@@ -351,6 +386,13 @@ impl World {
 
     fn all(&self) -> impl Iterator<Item = Sid> {
         1..=self.opts.members as Sid
+    }
+
+    /// Every member's replica that is up, with its sid.
+    pub fn replicas(&self) -> Vec<(Sid, &Replica)> {
+        self.all()
+            .filter_map(|s| Some((s, self.replica(s)?)))
+            .collect()
     }
 
     /// The replica of `sid`, if it is up.
@@ -502,7 +544,19 @@ impl World {
                 }
             }
         }
+        self.trace_role(sid);
         self.schedule_sync(sid);
+    }
+
+    /// Traces `sid`'s role when it changed.
+    fn trace_role(&mut self, sid: Sid) {
+        let Some(s) = self.replica(sid).map(|r| r.server()) else {
+            return;
+        };
+        let (role, zxid, sessions) = (s.role(), s.last_zxid, s.sessions.len());
+        if self.m(sid).role.replace(role) != Some(role) {
+            self.log(|| format!("member {sid} is {role:?} at {zxid:#x} with {sessions} sessions"));
+        }
     }
 
     fn execute_action(&mut self, sid: Sid, a: Action) {
@@ -720,8 +774,26 @@ impl World {
                     self.client_lost(c);
                     self.input(sid, Input::Disconnected { conn });
                 }
+                if self.rng.gen_bool(0.5) {
+                    self.abandon_session(c);
+                }
             }
         }
+    }
+
+    /// Client `c` forgets its session (as a process that restarts does) and starts a
+    /// new one at its next connect; the old one must expire, its ephemerals with it.
+    fn abandon_session(&mut self, c: usize) {
+        let client = &self.clients[c];
+        if client.member.is_some() || client.session_id == 0 {
+            return;
+        }
+        let old = client.session_id;
+        self.clients[c].session_id = 0;
+        self.clients[c].passwd = Bytes::from_static(&[0; 16]);
+        self.gone_sessions.insert(old);
+        self.count("sessions abandoned");
+        self.log(|| format!("client {c} abandons session {old:#x}"));
     }
 
     fn input(&mut self, sid: Sid, input: Input) {
@@ -769,7 +841,9 @@ impl World {
         let now = self.now;
         let client = &self.clients[c];
         match client.waiting {
-            Waiting::Handshake { since } | Waiting::Reply { since, .. } => {
+            Waiting::Handshake { since }
+            | Waiting::Reply { since, .. }
+            | Waiting::Ephemeral { since, .. } => {
                 if now - since > CLIENT_GIVE_UP_MS {
                     let (sid, conn) = (client.member.expect("connected"), client.conn);
                     self.log(|| format!("client {c} gives up on {sid}"));
@@ -832,9 +906,25 @@ impl World {
             // The calm phase: clients only keep their sessions.
             return;
         }
-        let path = self.rng.gen_range(0..self.opts.paths);
         let value = self.next_value;
         let xid = client.next_xid;
+        if self.rng.gen_bool(0.05) {
+            let path = format!("/e{c}-{value}");
+            self.next_value += 1;
+            self.count("ephemeral creates");
+            let client = &mut self.clients[c];
+            client.next_xid += 1;
+            client.next_op_at = now + self.rng.gen_range(5..200);
+            client.waiting = Waiting::Ephemeral {
+                since: now,
+                xid,
+                path: path.clone(),
+            };
+            self.log(|| format!("client {c} creates ephemeral {path}"));
+            let req = sansio::create_request(&path, b"", 1);
+            return self.send_request(c, xid, op::CREATE, &req);
+        }
+        let path = self.rng.gen_range(0..self.opts.paths);
         let roll = self.rng.gen_range(0..100);
         let (zop, sync) = match roll {
             0..=14 => (ZnodeOp::Create(value), false),
@@ -882,18 +972,7 @@ impl World {
                 c,
                 xid + 1,
                 op::CREATE,
-                &CreateRequest {
-                    path: p,
-                    data,
-                    acl: vec![Acl {
-                        perms: 31,
-                        id: Id {
-                            scheme: "world".into(),
-                            id: "anyone".into(),
-                        },
-                    }],
-                    flags: 0,
-                },
+                &sansio::create_request(&p, &value.to_be_bytes(), 0),
             ),
             ZnodeOp::Set(_) => self.send_request(
                 c,
@@ -931,20 +1010,38 @@ impl World {
             Got::Connected {
                 session_id, passwd, ..
             } => {
-                if session_id == 0 && self.clients[c].session_id != 0 {
+                let old = self.clients[c].session_id;
+                if session_id == 0 && old != 0 {
+                    let silent = self.now - self.clients[c].last_heard;
+                    self.log(|| {
+                        format!(
+                            "client {c}: session {old:#x} expired, {silent} ms after it last heard"
+                        )
+                    });
+                    if silent + EXPIRY_SLACK_MS < SESSION_TIMEOUT_MS as u64 {
+                        self.fail(format!(
+                            "session {old:#x} (client {c}) expired {silent} ms after its client last heard from the ensemble (timeout {SESSION_TIMEOUT_MS} ms)"
+                        ));
+                    }
                     self.count("sessions expired");
+                    self.gone_sessions.insert(old);
+                }
+                if session_id != 0 && session_id != old {
+                    // A new session: its own thread, and ZooKeeper's ordering promises
+                    // start afresh (a new handle's last zxid seen is 0).
+                    let thread = self.new_thread();
+                    let client = &mut self.clients[c];
+                    client.thread = thread;
+                    client.last_zxid = 0;
+                    client.seen_mzxid = [0; PATHS.len()];
                 }
                 let client = &mut self.clients[c];
                 if session_id == 0 {
-                    // Expired (ZooKeeper closes the connection next): a new session.
+                    // Expired (ZooKeeper closes the connection next): a new session
+                    // at the next connect.
                     client.session_id = 0;
-                    client.last_zxid = 0;
-                    client.seen_mzxid = [0; PATHS.len()];
                 } else {
-                    if client.session_id != session_id {
-                        client.last_zxid = 0;
-                        client.seen_mzxid = [0; PATHS.len()];
-                    }
+                    client.last_heard = self.now;
                     client.session_id = session_id;
                     client.passwd = passwd;
                     client.waiting = Waiting::Nothing;
@@ -961,6 +1058,7 @@ impl World {
 
     fn reply(&mut self, c: usize, xid: i32, zxid: i64, err: i32, body: Bytes) {
         let client = &mut self.clients[c];
+        client.last_heard = self.now;
         let session = client.session_id;
         if xid != -2 && zxid < client.last_zxid {
             let last = client.last_zxid;
@@ -971,6 +1069,19 @@ impl World {
         }
         let client = &mut self.clients[c];
         client.last_zxid = client.last_zxid.max(zxid);
+        if let Waiting::Ephemeral {
+            xid: want, path, ..
+        } = &client.waiting
+        {
+            if *want == xid {
+                if err == 0 {
+                    self.ephemerals.push((path.clone(), session));
+                }
+                self.log(|| format!("client {c} ephemeral -> {err}"));
+                self.clients[c].waiting = Waiting::Nothing;
+            }
+            return;
+        }
         let Waiting::Reply {
             xid: want,
             path,
@@ -1083,8 +1194,8 @@ impl World {
         }
     }
 
-    /// The faulty phase, then calm (every member up, no partitions, fast fsync) until
-    /// the ensemble has converged; checks the end state.
+    /// The faulty phase, then calm (every member up, no partitions, fast fsync) for at
+    /// least [`CALM_MIN_MS`] and until the ensemble has converged; checks the end state.
     pub fn run(&mut self) {
         self.run_for(self.opts.faulty_ms);
         self.faults_on = false;
@@ -1095,6 +1206,7 @@ impl World {
                 self.start(sid);
             }
         }
+        self.run_for(CALM_MIN_MS);
         for _ in 0..60 {
             if self.failure.is_some() || self.converged() {
                 break;
