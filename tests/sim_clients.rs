@@ -36,7 +36,7 @@ fn options_for(seed: u64) -> Options {
         members: if seed % 4 == 3 { 5 } else { 3 },
         clients: 3 + (seed % 3) as usize,
         paths: 1 + (seed % 3) as usize,
-        faulty_ms: 8_000,
+        faulty_ms: 20_000,
         lying_fsync: false,
     }
 }
@@ -143,23 +143,22 @@ fn the_seeds_that_found_bugs_pass() {
 }
 
 /// The checker has teeth: with storage that tells members their appends are durable
-/// before the fsync (which a crash waits for), some of the first seeds lose an
-/// acknowledged write or break linearizability, and the checks say so.
+/// before the fsync (which a crash waits for), one of the first seeds loses an
+/// acknowledged write or breaks linearizability, and the checks say so. (Shorter
+/// worlds: the testers' search takes longest on histories that are not linearizable.)
 #[test]
 fn the_checks_catch_members_told_their_appends_are_durable_before_the_fsync() {
-    let caught: Vec<(u64, String)> = (0..40)
-        .filter_map(|seed| {
-            let opts = Options {
-                lying_fsync: true,
-                ..options_for(seed)
-            };
-            run_seed(seed, opts).result.err().map(|e| (seed, e))
-        })
-        .collect();
-    let (seed, first) = caught.first().expect("no seed caught the lying fsync");
+    let caught = (0..40).find_map(|seed| {
+        let opts = Options {
+            lying_fsync: true,
+            faulty_ms: 8_000,
+            ..options_for(seed)
+        };
+        run_seed(seed, opts).result.err().map(|e| (seed, e))
+    });
+    let (seed, e) = caught.expect("no seed of 40 caught the lying fsync");
     eprintln!(
-        "{} of 40 seeds caught it; seed {seed}: {}",
-        caught.len(),
-        first.lines().next().unwrap_or_default()
+        "seed {seed} caught it: {}",
+        e.lines().next().unwrap_or_default()
     );
 }
