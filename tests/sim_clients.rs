@@ -1,18 +1,23 @@
 //! Deterministic simulation of keel ensembles with clients (issue 15 a, the client
 //! side): seeded worlds of 3 and 5 [`Replica`](keel::member::replica::Replica)s,
 //! exactly the production member (Zab and the state machine), with message delays,
-//! connection breaks that lose what was in flight, partitions, crashes that lose
-//! unsynced writes and restart from storage, slow fsyncs, and ZooKeeper clients on
-//! random members creating, setting and reading a few znodes (sometimes behind a
-//! sync) and reconnecting elsewhere when their member goes. Checked: writes and sync'd
-//! reads are linearizable per znode and all ops sequentially consistent per znode
-//! (stateright's testers, tests/sim_clients/check.rs), no acknowledged write is lost,
-//! members at the same applied zxid hold the same tree (digest), and a session never
-//! sees an older zxid than it has seen (tests/sim_clients/world.rs).
+//! connection breaks that lose what was in flight, partitions, crashes (one member, or
+//! power loss of all) that lose unsynced writes and restart from storage, slow fsyncs,
+//! and ZooKeeper clients on random members creating, setting and reading a few znodes
+//! (sometimes behind a sync), creating ephemerals, reconnecting elsewhere when their
+//! member goes, and now and then giving up their session. Checked
+//! (tests/sim_clients/check.rs): writes and sync'd reads linearizable per znode
+//! (stateright's LinearizabilityTester), every op, plain reads too, sequentially
+//! consistent per znode over that linearization, no acknowledged write lost,
+//! ephemerals only of live sessions and every session given up or expired gone on
+//! every member; while the world runs (tests/sim_clients/world.rs): members at the
+//! same applied zxid hold the same tree (digest), a session never sees an older zxid
+//! than it has seen, and no session expires well before its timeout.
 //!
-//! A failure prints its seed; `KEEL_SIM_SEED=N` replays it (with its trace).
-//! `cargo test --release --test sim_clients` runs 200 seeds; `KEEL_SIM_SEEDS=N` more,
-//! and `KEEL_SIM_FIRST_SEED=N` starts the sweep at seed N.
+//! A failure prints its seed; `KEEL_SIM_SEED=N` replays it exactly (it prints the
+//! outcome, a hash of the whole trace and the counts; `KEEL_SIM_TRACE=1` prints the
+//! trace). `cargo test --release --test sim_clients` runs 200 seeds; `KEEL_SIM_SEEDS=N`
+//! more, and `KEEL_SIM_FIRST_SEED=N` starts the sweep at seed N.
 
 #[path = "sim_clients/check.rs"]
 mod check;

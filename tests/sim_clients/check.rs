@@ -1,7 +1,8 @@
 //! The checks on a finished world's client history: writes and sync'd reads
 //! linearizable per znode, every op (plain reads too) sequentially consistent per
 //! znode (ZooKeeper's FIFO client order over linearizable writes), and no acknowledged
-//! write lost. (Per-session zxid monotonicity and equal trees at equal zxids are
+//! write lost, and sessions and their ephemerals consistent on every member at the
+//! end. (Per-session zxid monotonicity and equal trees at equal zxids are
 //! checked while the world runs: see world.rs.)
 
 use std::collections::{HashMap, HashSet};

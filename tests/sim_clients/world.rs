@@ -3,7 +3,8 @@
 //! ZooKeeper clients connected to random members. Faults: message delays (FIFO per
 //! link, as TCP), quorum connection breaks that lose what was in flight, partitions,
 //! crashes (of one member, or power loss of all) that lose unsynced writes and restart
-//! from storage, slow fsyncs, client connection drops. Every client operation's invocation and response is recorded in
+//! from storage, slow fsyncs, client connection drops, clients giving up their
+//! sessions. Every client operation's invocation and response is recorded in
 //! [`World::history`] for tests/sim_clients/check.rs.
 
 use std::collections::hash_map::DefaultHasher;
