@@ -23,7 +23,9 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 #[path = "support/sansio.rs"]
 mod sansio;
-use sansio::{connected, decode, new_session, Got};
+#[path = "support/zab_storage.rs"]
+mod zab_storage;
+use sansio::{connected, create_request, decode, new_session, Got};
 
 const T0: u64 = 1_700_000_000_000;
 /// Zab's tickTime, ms (the server's session buckets use sansio's 2 s).
@@ -203,6 +205,9 @@ impl Cluster {
     }
 
     fn execute_action(&mut self, sid: Sid, a: Action) {
+        let Err(a) = zab_storage::execute(&mut self.node(sid).storage, a) else {
+            return;
+        };
         match a {
             Action::Send { to, msg } => {
                 let kind = match msg {
@@ -236,17 +241,6 @@ impl Cluster {
                 }
             }
             Action::CloseConnection { peer } => self.break_conn(sid, peer),
-            Action::AppendTxns { txns } => self.node(sid).storage.append(&txns),
-            Action::PersistAcceptedEpoch { epoch } => {
-                self.node(sid).storage.set_accepted_epoch(epoch)
-            }
-            Action::PersistCurrentEpoch { epoch } => {
-                self.node(sid).storage.set_current_epoch(epoch)
-            }
-            Action::TruncateLog { after } => self.node(sid).storage.truncate_after(after),
-            Action::InstallSnapshot { zxid, snapshot } => {
-                self.node(sid).storage.install_snapshot(zxid, snapshot)
-            }
             Action::ReadLog {
                 peer,
                 after,
@@ -354,6 +348,24 @@ impl Cluster {
         self.execute(sid, effects);
     }
 
+    /// The owner session of `sid`'s ephemeral `path`, if it holds `path`.
+    fn owner_of(&self, sid: Sid, path: &str) -> Option<i64> {
+        let tree = &self.replica(sid).server().tree;
+        tree.get(path).map(|n| n.ephemeral_owner())
+    }
+
+    /// A PING from the client on `sid`'s connection `conn`.
+    fn ping(&mut self, sid: Sid, conn: u64) {
+        let req = Input::Request {
+            conn,
+            xid: -2,
+            opcode: op::PING,
+            req: keel::proto::Request::Ping,
+            body: Bytes::new(),
+        };
+        self.client(sid, req);
+    }
+
     /// What connection `conn` of `sid` received since the last call.
     fn got(&mut self, sid: Sid, conn: u64) -> Vec<Got> {
         self.node(sid).got.remove(&conn).unwrap_or_default()
@@ -445,22 +457,6 @@ impl Cluster {
         self.send(sid, conn, xid, op::GET_DATA, &req);
         self.pump();
         decode_get(self.reply(sid, conn, xid))
-    }
-}
-
-/// A create of `path` open to everyone (flags: 0 persistent, 1 ephemeral).
-fn create_request(path: &str, data: &[u8], flags: i32) -> CreateRequest {
-    CreateRequest {
-        path: path.into(),
-        data: Some(Bytes::copy_from_slice(data)),
-        acl: vec![Acl {
-            perms: 31,
-            id: Id {
-                scheme: "world".into(),
-                id: "anyone".into(),
-            },
-        }],
-        flags,
     }
 }
 
@@ -617,17 +613,24 @@ fn a_learners_sync_makes_its_next_read_see_what_the_leader_sequenced() {
     assert_eq!(&data[..], b"v");
 }
 
+/// A settled cluster, its leader, its followers, and a session of 4 s on the first
+/// follower's connection 1 (id and password) that created the ephemeral /e.
+fn session_with_an_ephemeral() -> (Cluster, Sid, (Sid, Sid), i64, Bytes) {
+    let mut c = Cluster::new();
+    let leader = c.settle();
+    let (f1, f2) = others(leader);
+    let (session, passwd) = c.connect(f1, 1, 4000);
+    assert!(ok(&c.create(f1, 1, 1, "/e", b"", 1)));
+    (c, leader, (f1, f2), session, passwd)
+}
+
 /// A session created on one follower, with an ephemeral, reconnects to the other
 /// follower: the leader revalidates it (REVALIDATE), the client keeps its session id
 /// and ephemeral, and its pings to the new member keep it alive well past its
 /// timeout (the member reports it as touched in its PING echoes).
 #[test]
 fn a_session_moves_to_another_member_and_stays_alive() {
-    let mut c = Cluster::new();
-    let leader = c.settle();
-    let (f1, f2) = others(leader);
-    let (session, passwd) = c.connect(f1, 1, 4000);
-    assert!(ok(&c.create(f1, 1, 1, "/e", b"", 1)));
+    let (mut c, _, (f1, f2), session, passwd) = session_with_an_ephemeral();
     c.client(f1, Input::Disconnected { conn: 1 });
     let got = c.resume(f2, 2, session, &passwd);
     assert!(
@@ -636,16 +639,7 @@ fn a_session_moves_to_another_member_and_stays_alive() {
     );
     for i in 0..10 {
         c.advance(1000);
-        c.client(
-            f2,
-            Input::Request {
-                conn: 2,
-                xid: -2,
-                opcode: op::PING,
-                req: keel::proto::Request::Ping,
-                body: Bytes::new(),
-            },
-        );
+        c.ping(f2, 2);
         assert!(
             c.got(f2, 2).iter().all(|g| !matches!(g, Got::Close)),
             "session closed after {i} s"
@@ -653,13 +647,7 @@ fn a_session_moves_to_another_member_and_stays_alive() {
     }
     c.pump();
     for sid in 1..=3 {
-        let n = c
-            .replica(sid)
-            .server()
-            .tree
-            .get("/e")
-            .map(|n| n.ephemeral_owner());
-        assert_eq!(n, Some(session), "member {sid}");
+        assert_eq!(c.owner_of(sid, "/e"), Some(session), "member {sid}");
     }
     // The session still writes through its new member.
     assert!(ok(&c.create(f2, 2, 2, "/e2", b"", 0)));
@@ -798,5 +786,36 @@ fn a_session_expired_by_the_leader_loses_its_ephemerals_everywhere() {
             r.sessions.get(session).is_none(),
             "member {sid} has the session"
         );
+    }
+}
+
+/// A session older than its timeout and kept alive by its client's pings through a
+/// follower survives the leader's crash: the new leader gives every session a full
+/// timeout from when it starts leading, as ZooKeeper's new leader builds its session
+/// tracker (SessionTrackerImpl arms each session at now). The new leader's deadlines
+/// are not the ones a learner computed when it applied the createSession txn (a
+/// learner never sees its sessions' pings), nor the txn's time. (Found by
+/// tests/sim_clients.rs: every failover expired every session older than its timeout.)
+#[test]
+fn a_live_session_survives_a_leader_failover() {
+    let (mut c, leader, (f1, f2), session, passwd) = session_with_an_ephemeral();
+    for _ in 0..10 {
+        c.advance(1000);
+        c.ping(f1, 1);
+    }
+    c.pump();
+    c.crash(leader);
+    let new = c.settle();
+    assert_ne!(new, leader);
+    // The client reconnects well within its timeout, after the new leader's first ticks.
+    c.advance(1000);
+    let f = if new == f1 { f2 } else { f1 };
+    let got = c.resume(f, 2, session, &passwd);
+    assert!(
+        matches!(got.as_slice(), [Got::Connected { session_id, .. }] if *session_id == session),
+        "the session expired at the failover: {got:?}"
+    );
+    for sid in [new, f] {
+        assert_eq!(c.owner_of(sid, "/e"), Some(session), "member {sid}");
     }
 }

@@ -69,8 +69,11 @@ impl Server {
     fn apply_txn(&mut self, txn: &Txn) -> OpResult {
         match &txn.op {
             TxnOp::CreateSession { timeout_ms, passwd } => {
+                // Armed from now, not from the txn's time: a leader applies txns of
+                // earlier epochs when it starts leading, and ZooKeeper's commitSession
+                // arms a session at the current time.
                 self.sessions
-                    .add(txn.session_id, *timeout_ms, *passwd, txn.time_ms);
+                    .add(txn.session_id, *timeout_ms, *passwd, self.now_ms);
                 OpResult::Session
             }
             TxnOp::CloseSession { ephemerals } => {

@@ -179,7 +179,8 @@ impl Server {
     /// Plays `role` from now on. Leaving a role closes every client connection (they
     /// reconnect, to this member or another, as ZooKeeper's clients do when their
     /// server shuts down for an election) and forgets proposals not yet committed: if
-    /// Zab commits them after all, they come back as [`super::Input::Apply`].
+    /// Zab commits them after all, they come back as [`super::Input::Apply`]. Becoming
+    /// the leader gives every session a full timeout from now.
     pub(super) fn set_role(&mut self, role: Role) {
         if role == self.role {
             return;
@@ -213,6 +214,17 @@ impl Server {
             Role::Leader { epoch } => (i64::from(epoch) << 32).max(self.last_zxid),
             _ => self.last_zxid,
         };
+        if let Role::Leader { .. } = role {
+            // A new leader gives every session a full timeout from now, as ZooKeeper's
+            // builds its SessionTrackerImpl at leadership: the deadlines this member
+            // held as a learner never saw the sessions' pings (they went to the old
+            // leader), so most are long past.
+            let now = self.now_ms;
+            let ids: Vec<i64> = self.sessions.iter().map(|s| s.id).collect();
+            for id in ids {
+                self.sessions.touch(id, None, now);
+            }
+        }
         self.role = role;
     }
 

@@ -63,6 +63,22 @@ pub fn new_session(conn: u64, timeout_ms: i32) -> Input {
     }
 }
 
+/// A create of `path` open to everyone (flags: 0 persistent, 1 ephemeral).
+pub fn create_request(path: &str, data: &[u8], flags: i32) -> CreateRequest {
+    CreateRequest {
+        path: path.into(),
+        data: Some(Bytes::copy_from_slice(data)),
+        acl: vec![Acl {
+            perms: 31,
+            id: Id {
+                scheme: "world".into(),
+                id: "anyone".into(),
+            },
+        }],
+        flags,
+    }
+}
+
 /// A decoded packet the server sent.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Got {
