@@ -256,6 +256,21 @@ fn value_of(data: &[u8]) -> u32 {
     u32::from_be_bytes(data.try_into().expect("4-byte values"))
 }
 
+/// What `/zookeeper/config` holds for an ensemble of `n` participants (the text
+/// `Config::membership` writes; the ports are never dialled here).
+fn membership(n: Sid) -> Bytes {
+    let mut text = String::new();
+    for sid in 1..=n {
+        text.push_str(&format!(
+            "server.{sid}=127.0.0.1:{}:{}:participant\n",
+            2888 + sid as u32,
+            3888 + sid as u32
+        ));
+    }
+    text.push_str("version=0");
+    Bytes::from(text)
+}
+
 impl World {
     pub fn new(seed: u64, opts: Options) -> World {
         let mut w = World {
@@ -413,6 +428,7 @@ impl World {
             sansio::logged_settings(),
             recovered,
             &snapshot,
+            membership(n),
             now,
             sid,
         )
