@@ -71,11 +71,16 @@ def main():
     port = {i: int(open(os.path.join(d, "m%d" % i, "port")).read()) for i in members}
     pid = {i: int(open(os.path.join(d, "m%d" % i, "pid")).read()) for i in members}
     modes = {i: mode(port[i]) for i in members}
-    for i in members:
-        print("member %d mode: %s" % (i, modes[i]))
+    # Which participant wins the first election is timing (ZooKeeper's members, started
+    # one after the other, sometimes elect sid 2): members are named by role, not sid.
+    print("modes: %s" % " ".join(sorted(modes.values())))
     leader = next(i for i in members if modes[i] == "leader")
     observer = next(i for i in members if modes[i] == "observer")
     followers = [i for i in members if modes[i] == "follower"]
+    print("the observer is member %d" % observer)
+    name = {leader: "the leader", observer: "the observer"}
+    name.update({f: "follower %d" % n for n, f in enumerate(followers, 1)})
+    by_role = [leader] + followers + [observer]
 
     conf = word(port[observer], "conf").splitlines()
     for line in conf:
@@ -92,15 +97,15 @@ def main():
     c.start(timeout=15)
     path = c.create("/observed", b"through the observer")
     print("create through the observer: acknowledged %s" % path)
-    for i in members:
+    for i in by_role:
         r = KazooClient("127.0.0.1:%d" % port[i], timeout=10)
         r.start(timeout=15)
         r.sync("/observed")
         data, stat = r.get("/observed")
-        print("member %d (%s) reads: %r %s" % (i, modes[i], data, stat_fields(stat)))
+        print("%s reads: %r %s" % (name[i], data, stat_fields(stat)))
         config, cstat = r.get("/zookeeper/config")
-        print("member %d (%s) /zookeeper/config: %r version=%d mzxid=%#x" % (
-            i, modes[i], config, cstat.version, cstat.mzxid))
+        print("%s /zookeeper/config: %r version=%d mzxid=%#x" % (
+            name[i], config, cstat.version, cstat.mzxid))
         r.stop()
         r.close()
 
@@ -120,7 +125,7 @@ def main():
     while time.time() < deadline and any(mode(port[i]) in ("leader", "observer") for i in (leader, observer)):
         time.sleep(0.2)
     for i in (leader, observer):
-        print("member %d (was %s) srvr after: %s" % (i, modes[i], mode(port[i])))
+        print("%s srvr after: %s" % (name[i], mode(port[i])))
 
 
 if __name__ == "__main__":
