@@ -20,11 +20,12 @@ can be compared with diff:
 
 import os
 import signal
-import socket
 import sys
 import time
 
-from kazoo.client import KazooClient
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from chaos import four_letter  # noqa: E402
+from kazoo.client import KazooClient  # noqa: E402
 
 LEADER_MNTR_KEYS = [
     "zk_server_state",
@@ -38,18 +39,7 @@ LEADER_MNTR_KEYS = [
 
 
 def word(port, cmd):
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-            s.sendall(cmd.encode())
-            chunks = []
-            while True:
-                b = s.recv(65536)
-                if not b:
-                    break
-                chunks.append(b)
-        return b"".join(chunks).decode("utf-8", "replace")
-    except OSError as e:
-        return "<%s>" % type(e).__name__
+    return four_letter(port, cmd, timeout=5.0)
 
 
 def mode(port):
