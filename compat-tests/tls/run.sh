@@ -4,7 +4,8 @@
 # Certificates (made here with the openssl CLI): a test CA; a server certificate for
 # localhost / 127.0.0.1; three client certificates from that CA (client1: CN=client1;
 # client2: a many-part subject with a multi-valued RDN, DCs, an escaped comma and an
-# e-mail attribute; client3: the x509 super user); and "untrusted", signed by a second CA.
+# e-mail attribute; client3: the x509 super user); "untrusted", signed by a second CA;
+# and two X.509 v1 client certificates (no extensions), one from each CA.
 # Each server gets clientPort + secureClientPort, PEM key and trust stores, ssl.clientAuth
 # left at its default (need), and X509AuthenticationProvider.superUser=<client3's DN>.
 #  1. zkCli.sh over TLS (Netty client socket, PEM key/trust stores) runs one script per
@@ -76,15 +77,21 @@ make_certs() {
   # NAME CA SUBJECT EXTFILE -> NAME.key (PKCS #8), NAME.crt, NAME.pem (key + certificate)
   cert() {
     openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$3" 2>/dev/null &&
+    local ext=(); [ -n "$4" ] && ext=(-extfile "$4")
     openssl x509 -req -in "$1.csr" -CA "$2.pem" -CAkey "$2.key" -CAcreateserial -days 2 \
-      -out "$1.crt" -extfile "$4" 2>/dev/null &&
+      -out "$1.crt" "${ext[@]}" 2>/dev/null &&
     cat "$1.key" "$1.crt" > "$1.pem"
   }
   cert server ca '/CN=localhost' server.ext &&
   cert client1 ca '/CN=client1' client.ext &&
   cert client2 ca '/DC=org/DC=keel/O=Keel, Inc./OU=QA+UID=u42/CN=client two/emailAddress=c2@keel.org' client.ext &&
   cert client3 ca '/O=keel/CN=client3' client.ext &&
-  cert untrusted rogue '/CN=client1' client.ext || return 1
+  cert untrusted rogue '/CN=client1' client.ext &&
+  # X.509 v1 (no extensions: `openssl x509 -req` without -extfile), as Kazoo's harness
+  # makes its client certificate; ZooKeeper (Java's PKIX) accepts one from a trusted CA.
+  cert v1client ca '/CN=v1 client' '' &&
+  cert v1untrusted rogue '/CN=v1 client' '' &&
+  openssl x509 -in v1client.crt -noout -text | grep -q 'Version: 1 (0x0)' || return 1
   # The same server identity and trust as JKS stores, and the key store as PKCS12.
   openssl pkcs12 -export -in server.crt -inkey server.key -name server -passout pass:apassword \
     -out server.p12 2>/dev/null &&
@@ -197,6 +204,10 @@ run_kind() { # KIND LABEL PLAIN_PORT SECURE_PORT
     eval '[ $rc -ne 0 ] && grep -q "ConnectionLoss" <<<"$out" && ! grep -q "^\[zookeeper" <<<"$out"'
   check "$label: openssl s_client with the trusted client1 certificate: ruok -> imok over TLS" \
     eval '[ "$(ruok_tls "$secure" client1)" = imok ]'
+  check "$label: openssl s_client with an X.509 v1 certificate from the trusted CA: ruok -> imok" \
+    eval '[ "$(ruok_tls "$secure" v1client)" = imok ]'
+  check "$label: openssl s_client with an X.509 v1 certificate from an untrusted CA gets no answer" \
+    eval '[ -z "$(ruok_tls "$secure" v1untrusted)" ]'
   check "$label: openssl s_client with the untrusted certificate gets no answer" \
     eval '[ -z "$(ruok_tls "$secure" untrusted)" ]'
   check "$label: openssl s_client without a client certificate gets no answer (clientAuth=need)" \
@@ -297,8 +308,11 @@ port=$((BASE + 50))
 if start_tls_only keel "$WORK/tls13" "$port" "$(tls_cfg "$port" "$CERTS/server.pem" "$CERTS/ca.pem")
 ssl.protocol=TLSv1.3"; then
   tls13() { (printf ruok; sleep 2) | timeout 10 openssl s_client "$1" -connect "127.0.0.1:$port" \
-    -cert "$CERTS/client1.crt" -key "$CERTS/client1.key" -CAfile "$CERTS/ca.pem" -quiet 2>/dev/null; }
+    -cert "$CERTS/${2:-client1}.crt" -key "$CERTS/${2:-client1}.key" -CAfile "$CERTS/ca.pem" -quiet 2>/dev/null; }
   check "keel: TLSv1.3 client gets imok" eval '[ "$(tls13 -tls1_3)" = imok ]'
+  check "keel: TLSv1.3 client with an X.509 v1 certificate gets imok" eval '[ "$(tls13 -tls1_3 v1client)" = imok ]'
+  check "keel: TLSv1.3 client with an untrusted X.509 v1 certificate is refused" \
+    eval '[ -z "$(tls13 -tls1_3 v1untrusted)" ]'
   check "keel: TLSv1.2 client is refused when only TLSv1.3 is enabled" eval '[ -z "$(tls13 -tls1_2)" ]'
 else
   check "keel: starts with ssl.protocol=TLSv1.3 (see $WORK/tls13/log)" false

@@ -24,10 +24,12 @@
 //! so a certificate always authenticates there too.)
 
 use crate::config::{ClientAuth, SslConfig};
+use crate::net::client_cert::ClientCertCheck;
 use crate::net::keystore;
 use jute::Id;
 use rustls::crypto::{ring, CryptoProvider};
 use rustls::pki_types::CertificateDer;
+use rustls::server::danger::ClientCertVerifier;
 use rustls::server::WebPkiClientVerifier;
 use rustls::sign::{CertifiedKey, SingleCertAndKey};
 use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
@@ -124,18 +126,23 @@ pub fn server_config(ssl: &SslConfig) -> Result<Arc<ServerConfig>, TlsError> {
     };
     let provider = Arc::new(provider(ssl)?);
     let versions = protocol_versions(ssl)?;
-    let verifier = match (ssl.client_auth, roots) {
+    let verifier: Arc<dyn ClientCertVerifier> = match (ssl.client_auth, roots) {
         (ClientAuth::None, _) | (_, None) => WebPkiClientVerifier::no_client_auth(),
-        (auth, Some(roots)) => {
+        (auth, Some((roots, anchors))) => {
             let builder = WebPkiClientVerifier::builder_with_provider(roots, provider.clone());
             let builder = if auth == ClientAuth::Want {
                 builder.allow_unauthenticated()
             } else {
                 builder
             };
-            builder
+            let webpki = builder
                 .build()
-                .map_err(|e| fail("ssl.trustStore.location", e.to_string()))?
+                .map_err(|e| fail("ssl.trustStore.location", e.to_string()))?;
+            Arc::new(ClientCertCheck::new(
+                webpki,
+                anchors,
+                provider.signature_verification_algorithms,
+            ))
         }
     };
     let versions_key = if ssl.enabled_protocols.is_some() {
@@ -207,7 +214,10 @@ fn password(
     Ok(Some(text.strip_suffix('\n').unwrap_or(&text).to_string()))
 }
 
-fn trust_roots(ssl: &SslConfig, location: &Path) -> Result<Arc<RootCertStore>, TlsError> {
+/// The trust store as rustls' roots, and its certificates as loaded (DER).
+type TrustStore = (Arc<RootCertStore>, Vec<CertificateDer<'static>>);
+
+fn trust_roots(ssl: &SslConfig, location: &Path) -> Result<TrustStore, TlsError> {
     let key = "ssl.trustStore.location";
     let store_type = keystore::resolve_type(ssl.trust_store_type, location)
         .map_err(|e| fail("ssl.trustStore.type", e))?;
@@ -219,8 +229,8 @@ fn trust_roots(ssl: &SslConfig, location: &Path) -> Result<Arc<RootCertStore>, T
     let certs = keystore::load_trust_store(location, password.as_deref(), store_type)
         .map_err(|e| fail(key, format!("{}: {e}", location.display())))?;
     let mut roots = RootCertStore::empty();
-    for (i, cert) in certs.into_iter().enumerate() {
-        roots.add(cert).map_err(|e| {
+    for (i, cert) in certs.iter().enumerate() {
+        roots.add(cert.clone()).map_err(|e| {
             fail(
                 key,
                 format!(
@@ -231,7 +241,7 @@ fn trust_roots(ssl: &SslConfig, location: &Path) -> Result<Arc<RootCertStore>, T
             )
         })?;
     }
-    Ok(Arc::new(roots))
+    Ok((Arc::new(roots), certs))
 }
 
 /// A cipher suite's name as Java and IANA write it (rustls prefixes the TLS 1.3 ones
