@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Shared pieces of the benchmarks (durability.sh, run.sh): zoo.cfg, spawning a server
-# pinned to core 0 and timing it to its first read, a clean stop, RSS, medians.
+# Shared pieces of the benchmarks (durability.sh, run.sh, ensemble.sh): zoo.cfg, spawning a
+# server pinned to core 0 and timing it to its first read, a clean stop, RSS, medians,
+# the results table's rows.
 # Source this file; do not run it. Before calling its functions the caller sets:
 #   WORK       the work directory (holds firstread and the server directories)
 #   ZK_HEAP    ZooKeeper's -Xmx
@@ -105,3 +106,23 @@ median() { # KEY KIND -> median of numeric values in $RES, FAIL if any failed, N
   if grep -qv '^[0-9.]*$' <<<"$vals"; then echo FAIL; return; fi
   sort -g <<<"$vals" | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; print m}'
 }
+
+# The results table. row counts targets in MET and MISSED (the caller sets both to 0).
+# row KEY LABEL FORMAT [TARGET]: TARGET ">=X" (ratio at least X) or "<=X" (at most X)
+row() {
+  local z k r=- mark=""
+  z=$(median "$1" zk); k=$(median "$1" keel)
+  if [[ $z =~ ^[0-9.]+$ && $k =~ ^[0-9.]+$ ]] && awk -v z="$z" 'BEGIN{exit !(z>0)}'; then
+    r=$(awk -v z="$z" -v k="$k" 'BEGIN{printf "%.2f", k/z}')
+  fi
+  if [ -n "${4:-}" ]; then
+    if [ "$r" = - ]; then mark="n/a"
+    elif awk -v r="$r" -v t="${4:2}" -v op="${4:0:2}" 'BEGIN{exit !(op==">=" ? r>=t : r<=t)}'; then
+      mark=ok; MET=$((MET + 1))
+    else mark=MISS; MISSED=$((MISSED + 1)); fi
+  fi
+  [[ $z =~ ^[0-9.]+$ ]] && z=$(printf "$3" "$z")
+  [[ $k =~ ^[0-9.]+$ ]] && k=$(printf "$3" "$k")
+  printf '%-46s %11s %11s %8s %7s %5s\n' "$2" "$z" "$k" "$r" "${4:-}" "$mark"
+}
+section() { echo; echo "-- $* --"; }

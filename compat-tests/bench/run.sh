@@ -3,6 +3,7 @@
 # restart and watch fan-out, with the ratio keel/ZooKeeper marked against issue 5's targets.
 #
 #   bash compat-tests/bench/run.sh [--quick] [--rounds N] [--only LIST] [--keep]
+#   bash compat-tests/bench/run.sh --ensemble [options]   (ensembles: see ensemble.sh)
 #
 #   --quick     small sizes and 1 round (after the warm-up): checks the harness itself
 #   --rounds N  measured rounds per workload (default 3), after one warm-up round each
@@ -51,6 +52,7 @@ while [ $# -gt 0 ]; do
   --rounds) ROUNDS=${2:?--rounds N}; shift ;;
   --only) ONLY=${2:?--only LIST}; shift ;;
   --keep) KEEP=1 ;;
+  --ensemble) shift; exec bash "$HERE/ensemble.sh" "$@" ;;
   -h|--help) sed -n '2,/^set -uo/{/^set -uo/!p}' "$0"; exit 0 ;;
   *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -287,24 +289,6 @@ fi
 
 # ---- table ----------------------------------------------------------------------------
 MET=0; MISSED=0
-# row KEY LABEL FORMAT [TARGET]: TARGET ">=X" (ratio at least X) or "<=X" (at most X)
-row() {
-  local z k r=- mark=""
-  z=$(median "$1" zk); k=$(median "$1" keel)
-  if [[ $z =~ ^[0-9.]+$ && $k =~ ^[0-9.]+$ ]] && awk -v z="$z" 'BEGIN{exit !(z>0)}'; then
-    r=$(awk -v z="$z" -v k="$k" 'BEGIN{printf "%.2f", k/z}')
-  fi
-  if [ -n "${4:-}" ]; then
-    if [ "$r" = - ]; then mark="n/a"
-    elif awk -v r="$r" -v t="${4:2}" -v op="${4:0:2}" 'BEGIN{exit !(op==">=" ? r>=t : r<=t)}'; then
-      mark=ok; MET=$((MET + 1))
-    else mark=MISS; MISSED=$((MISSED + 1)); fi
-  fi
-  [[ $z =~ ^[0-9.]+$ ]] && z=$(printf "$3" "$z")
-  [[ $k =~ ^[0-9.]+$ ]] && k=$(printf "$3" "$k")
-  printf '%-46s %11s %11s %8s %7s %5s\n' "$2" "$z" "$k" "$r" "${4:-}" "$mark"
-}
-section() { echo; echo "-- $* --"; }
 {
   echo "keel vs ZooKeeper 3.8, side by side -- $(date -u +%Y-%m-%dT%H:%MZ), $(hostname), $(nproc) cores"
   echo "mode: $([ $QUICK = 1 ] && echo quick || echo full); rounds: $ROUNDS measured after 1 warm-up, median per server; restarts: $RESTARTS"

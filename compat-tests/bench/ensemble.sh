@@ -1,0 +1,255 @@
+#!/usr/bin/env bash
+# A 3-member keel ensemble against a 3-member ZooKeeper 3.8 ensemble, side by side on
+# loopback: throughput and tail latency through a follower and through the leader, and
+# resident memory per member. Run through `compat-tests/bench/run.sh --ensemble`.
+#
+#   bash compat-tests/bench/ensemble.sh [--quick] [--rounds N] [--only LIST] [--keep]
+#
+#   --quick     small sizes, 1 round after the warm-up: checks the harness itself
+#   --rounds N  measured rounds (default 3), after one warm-up round
+#   --only LIST comma-separated sections: load, memory
+#   --keep      keep the ensembles' directories (default: removed at exit)
+#
+# Both ensembles get the same zoo.cfg (compat-tests/ensemble/lib.sh: tickTime 500,
+# initLimit 10, syncLimit 5, fsync on as both default, maxClientCnxns 0; plus
+# snapCount=100000); ZooKeeper members run with -Xmx$ZK_HEAP (default 1g). Nothing is
+# pinned: 3 members and the client share the machine's cores, the same for both.
+# 1. load: both ensembles up for the whole section. Per round, ZooKeeper then keel, the
+#    other ensemble paused (SIGSTOP of its 3 members, SIGCONT after the run, then a wait
+#    until it has elected and formed again): zkload
+#    4 sessions x 64 in flight and 1 x 1 through a follower, then both again through the
+#    leader; K znodes of 100 bytes, phases create, get, set, mixed (90% reads), delete;
+#    ops/s and p50/p99/p999 per phase. Medians of the rounds, ratio keel/ZooKeeper.
+# 2. memory: a fresh ensemble each; RSS of every member before and after FILL znodes of
+#    100 bytes are created through a follower (zkload 4 x 64); growth per znode of the
+#    member that grew most, and of the leader.
+# Not yet here (issue 16): failover write gap, catch-up by DIFF and by SNAP.
+# Output: stdout and $BENCH_DIR/results.txt; raw client output in $BENCH_DIR/raw. Exit 0
+# when every run succeeded (targets met or not), 1 when one failed.
+# Environment: KEEL_BIN (copied into $BENCH_DIR), ZK_HEAP (1g), BENCH_DIR
+# (/tmp/keel-bench-ensemble), BENCH_PORT (ZooKeeper's base port 2940; keel's is +30).
+set -uo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
+# shellcheck source=../ensemble/lib.sh
+source "$HERE/../ensemble/lib.sh"
+
+QUICK=0; ROUNDS=3; KEEP=0; ONLY=load,memory
+while [ $# -gt 0 ]; do
+  case $1 in
+  --quick) QUICK=1; ROUNDS=1 ;;
+  --rounds) ROUNDS=${2:?--rounds N}; shift ;;
+  --only) ONLY=${2:?--only LIST}; shift ;;
+  --keep) KEEP=1 ;;
+  -h|--help) sed -n '2,/^set -uo/{/^set -uo/!p}' "$0"; exit 0 ;;
+  *) echo "ensemble.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+want() { [[ ,$ONLY, == *,$1,* ]]; }
+
+WORK=${BENCH_DIR:-/tmp/keel-bench-ensemble}
+ZK_HEAP=${ZK_HEAP:-1g}
+declare -A BASE NOTE
+BASE[zk]=${BENCH_PORT:-2940}; BASE[keel]=$((BASE[zk] + 30))
+SIZE=100
+if [ $QUICK = 1 ]; then K=1000; N=10000; K1=200; N1=1000; FILL=50000
+else K=10000; N=100000; K1=2000; N1=5000; FILL=1000000; fi
+PHASES=(create get set mixed delete)
+KINDS=(zk keel)
+EXTRA_CFG=snapCount=100000
+
+if [ ! -x "$KEEL_BIN" ]; then
+  echo "ensemble.sh: no keel binary at $KEEL_BIN; build it first:" >&2
+  echo "  CARGO_TARGET_DIR=\$HOME/.cache/keel-target cargo build --release" >&2
+  exit 1
+fi
+for k in "${KINDS[@]}"; do
+  for i in 1 2 3; do
+    p=$((BASE[$k] + 10 * (i - 1)))
+    for q in 1 2 3; do
+      port_free $((p + q)) || { echo "ensemble.sh: port $((p + q)) is in use (another run?)" >&2; exit 1; }
+    done
+  done
+done
+if [ -d "$WORK" ] && [ -n "$(ls -A "$WORK")" ] && [ ! -d "$WORK/raw" ]; then
+  echo "ensemble.sh: $WORK exists and is not a benchmark directory; set BENCH_DIR" >&2; exit 1
+fi
+rm -rf "$WORK"; mkdir -p "$WORK/raw"
+RES=$WORK/raw/values; : > "$RES"
+CLIENT_PID=
+
+cleanup() {
+  local d
+  [ -n "$CLIENT_PID" ] && kill "$CLIENT_PID" 2>/dev/null
+  for d in "$WORK"/ens-*; do
+    [ -d "$d" ] || continue
+    stop_ensemble "$d"
+    [ $KEEP = 1 ] || rm -rf "$d"
+  done
+  [ $KEEP = 1 ] || rm -f "$WORK"/{keel,zkload}
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log "building zkload into $WORK"
+gcc -O2 -o "$WORK/zkload" "$ZKTOOLS/zkload.c" || exit 1
+cp "$KEEL_BIN" "$WORK/keel" || exit 1
+KEEL_SRC_BIN=$KEEL_BIN; KEEL_BIN=$WORK/keel
+export ZK_JVMFLAGS="${ZK_JVMFLAGS:-} -Xmx$ZK_HEAP"
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+
+FAILED=0
+note() { NOTE[$1]="${NOTE[$1]:-} $2;"; FAILED=$((FAILED + 1)); }
+
+up() { # KIND DIR: a fresh ensemble of KIND, formed (a leader and two followers)
+  if start_ensemble "$1" "$2" "${BASE[$1]}" "$EXTRA_CFG"; then
+    log "$1 ensemble up in $2: leader on port $(ensemble_port "$2" leader)"; return 0
+  fi
+  note "$1" "$(basename "$2"): ensemble did not form"; stop_ensemble "$2"; return 1
+}
+
+# client KIND TAG CMD...: runs a client, output in raw/KIND-TAG.txt
+client() {
+  local kind=$1 tag=$2 rc; shift 2
+  local out=$WORK/raw/$kind-$tag.txt
+  timeout --foreground 900 "$@" > "$out" 2>&1 &
+  CLIENT_PID=$!
+  wait "$CLIENT_PID"; rc=$?
+  CLIENT_PID=
+  if [ $rc != 0 ]; then
+    log "$kind $tag failed: $(tail -1 "$out")"; note "$kind" "$tag failed"; return 1
+  fi
+  sed "s/^/  $kind $tag: /" "$out" >&2
+}
+
+signal_ensemble() { # SIGNAL DIR
+  local p
+  for p in "$2"/m*/pid; do [ -f "$p" ] && kill "-$1" "$(cat "$p")" 2>/dev/null; done
+  return 0
+}
+
+# record KIND TAG PREFIX: per-phase figures of a zkload run into $RES
+record() {
+  local f=$WORK/raw/$1-$2.txt ph e
+  for ph in "${PHASES[@]}"; do
+    put "$3.$ph.ops" "$1" "$(field "$f" "$ph" ops_per_s)"
+    put "$3.$ph.p50" "$1" "$(field "$f" "$ph" p50_us)"
+    put "$3.$ph.p99" "$1" "$(field "$f" "$ph" p99_us)"
+    put "$3.$ph.p999" "$1" "$(field "$f" "$ph" p999_us)"
+    e=$(field "$f" "$ph" errors); [ "${e:-0}" != 0 ] && note "$1" "$2/$ph: $e errors"
+  done
+}
+
+# ---- 1. load --------------------------------------------------------------------------
+if want load; then
+  UP=()
+  for k in "${KINDS[@]}"; do up "$k" "$WORK/ens-$k-load" && UP+=("$k"); done
+  PH=$(IFS=,; echo "${PHASES[*]}")
+  for r in $(seq 0 "$ROUNDS"); do
+    what=$([ "$r" = 0 ] && echo warm-up || echo "round $r/$ROUNDS")
+    for k in "${UP[@]}"; do
+      for o in "${UP[@]}"; do [ "$o" != "$k" ] && signal_ensemble STOP "$WORK/ens-$o-load"; done
+      for role in follower leader; do
+        p=$(ensemble_port "$WORK/ens-$k-load" "$role") || { note "$k" "round $r: no $role"; continue; }
+        s=127.0.0.1:$p; x=${role:0:1}
+        for w in c4 c1; do
+          tag=$w$x-r$r
+          log "$what: $k, $w through the $role ($s)"
+          case $w in
+          c4) client "$k" "$tag" "$WORK/zkload" -s "$s" -c 4 -d 64 -k $K -n $N -z $SIZE -r 90 -p "$PH" -R "/$tag" ;;
+          c1) client "$k" "$tag" "$WORK/zkload" -s "$s" -c 1 -d 1 -k $K1 -n $N1 -z $SIZE -r 90 -p "$PH" -R "/$tag" ;;
+          esac && [ "$r" != 0 ] && record "$k" "$tag" "$w$x"
+        done
+      done
+      for o in "${UP[@]}"; do signal_ensemble CONT "$WORK/ens-$o-load"; done
+      # On resuming, a paused ensemble's members time each other out (the pause outlasts
+      # syncLimit) and elect again, ZooKeeper's as keel's: wait until it has formed.
+      for o in "${UP[@]}"; do
+        wait_ensemble "$WORK/ens-$o-load" || note "$o" "round $r: did not form again after the pause"
+      done
+    done
+  done
+  for k in "${KINDS[@]}"; do stop_ensemble "$WORK/ens-$k-load"; done
+fi
+
+# ---- 2. memory ------------------------------------------------------------------------
+member_rss_kb() { # DIR I
+  awk '/^VmRSS/ {print $2}' "/proc/$(cat "$1/m$2/pid")/status" 2>/dev/null || echo NA
+}
+if want memory; then
+  for k in "${KINDS[@]}"; do
+    d=$WORK/ens-$k-fill
+    up "$k" "$d" || continue
+    sleep 2
+    declare -A before=()
+    for i in 1 2 3; do before[$i]=$(member_rss_kb "$d" $i); done
+    p=$(ensemble_port "$d" follower)
+    log "filling the $k ensemble with $FILL znodes of $SIZE B through a follower (port $p)"
+    if client "$k" fill "$WORK/zkload" -s "127.0.0.1:$p" -c 4 -d 64 -k $FILL -z $SIZE -p create; then
+      sleep 3
+      leader=$(ensemble_port "$d" leader)
+      worst=0
+      for i in 1 2 3; do
+        after=$(member_rss_kb "$d" $i)
+        [[ ${before[$i]} =~ ^[0-9]+$ && $after =~ ^[0-9]+$ ]] || { note "$k" "member $i: no RSS"; continue; }
+        per=$(awk -v a="$after" -v b="${before[$i]}" -v n=$FILL 'BEGIN {printf "%.0f", (a-b)*1024/n}')
+        log "  $k member $i: RSS ${before[$i]} KiB before, $after KiB after: $per B per znode"
+        [ "$per" -gt "$worst" ] && worst=$per
+        [ "$(cat "$d/m$i/port")" = "$leader" ] && put mem.leader "$k" "$per"
+        put mem.after "$k" "$(awk -v a="$after" 'BEGIN {printf "%.1f", a/1024}')"
+      done
+      put mem.worst "$k" "$worst"
+      put fill.ops "$k" "$(field "$WORK/raw/$k-fill.txt" create ops_per_s)"
+    fi
+    stop_ensemble "$d"
+  done
+fi
+
+# ---- table ----------------------------------------------------------------------------
+MET=0; MISSED=0
+{
+  echo "keel ensemble vs ZooKeeper 3.8 ensemble (3 members each, loopback) -- $(date -u +%Y-%m-%dT%H:%MZ), $(hostname), $(nproc) cores"
+  echo "mode: $([ $QUICK = 1 ] && echo quick || echo full); rounds: $ROUNDS measured after 1 warm-up, median per ensemble"
+  echo "tickTime 500, initLimit 10, syncLimit 5, fsync on, snapCount 100000; nothing pinned"
+  echo "ZooKeeper: -Xmx$ZK_HEAP per member; keel: $KEEL_SRC_BIN"
+  echo "load average at start: $LOAD_START; at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo
+  printf '%-46s %11s %11s %8s %7s %5s\n' figure ZooKeeper keel keel/ZK target ""
+  declare -A TPUT=([create]='>=4' [get]='>=6' [set]='>=4' [mixed]='>=5' [delete]='>=4')
+  if want load; then
+    for x in f l; do
+      via=$([ $x = f ] && echo "a follower" || echo "the leader")
+      section "zkload through $via, 4 sessions x 64 in flight, $K znodes of $SIZE B, $N ops per get/set/mixed"
+      for ph in "${PHASES[@]}"; do
+        # The throughput targets are for clients on a follower (issue 16).
+        row "c4$x.$ph.ops" "$ph ops/s" %.0f "$([ $x = f ] && echo "${TPUT[$ph]}")"
+        row "c4$x.$ph.p50" "$ph p50 us" %.0f
+        row "c4$x.$ph.p99" "$ph p99 us" %.0f '<=0.3'
+        row "c4$x.$ph.p999" "$ph p999 us" %.0f
+      done
+      section "zkload through $via, 1 session x 1 in flight, $K1 znodes, $N1 ops per get/set/mixed"
+      for ph in "${PHASES[@]}"; do
+        case $ph in get) t= ;; mixed) t= ;; *) t='<=0.7' ;; esac
+        row "c1$x.$ph.p50" "$ph p50 us" %.0f "$t"
+        row "c1$x.$ph.p99" "$ph p99 us" %.0f
+        row "c1$x.$ph.ops" "$ph ops/s" %.0f
+      done
+    done
+  fi
+  if want memory; then
+    section "memory, $FILL znodes of $SIZE B created through a follower"
+    row mem.worst "RSS growth per znode, member that grew most, B" %.0f '<=0.2'
+    row mem.leader "RSS growth per znode, leader, B" %.0f '<=0.2'
+    row mem.after "RSS after the fill, per member, MiB (median)" %.0f
+    row fill.ops "fill rate, creates/s" %.0f
+  fi
+  echo
+  echo "targets met: $MET of $((MET + MISSED)). ops/s: higher is better; latency, memory: lower."
+  echo "Ratios are of the medians. Failover and catch-up (issue 16) are not measured here yet."
+  for k in "${KINDS[@]}"; do [ -n "${NOTE[$k]:-}" ] && echo "note ($k):${NOTE[$k]}"; done
+  if [ $QUICK = 1 ]; then echo "quick mode: sizes too small for real figures; this checks the harness."; fi
+} | tee "$WORK/results.txt"
+[ $FAILED = 0 ]
