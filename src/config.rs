@@ -403,6 +403,9 @@ pub struct Config {
     pub admin_server_port: u16,
     /// `admin.commandURL`: AdminServer URL prefix for commands ("/commands").
     pub admin_command_url: String,
+    /// `admin.console.identity` (keel's): `user:password` whose digest identity the web
+    /// console reads with, besides `ip:<browser address>` (none).
+    pub admin_console_identity: Option<String>,
     /// `admin.idleTimeout`: an AdminServer or metrics connection that sends nothing for
     /// this long is closed, ms (30000, Jetty's idle timeout in ZooKeeper).
     pub admin_idle_timeout_ms: u32,
@@ -490,6 +493,7 @@ impl Default for Config {
             admin_server_port: 8080,
             admin_command_url: "/commands".to_string(),
             admin_idle_timeout_ms: 30_000,
+            admin_console_identity: None,
             metrics_provider_class_name: None,
             metrics_provider_http_port: 7000,
             metrics_provider_http_host: "0.0.0.0".to_string(),
@@ -559,6 +563,7 @@ const PASS_THROUGH_KEYS: &[&str] = &[
     "admin.serverPort",
     "admin.commandURL",
     "admin.idleTimeout",
+    "admin.console.identity",
     "extendedTypesEnabled",
     "DigestAuthenticationProvider.superDigest",
     "X509AuthenticationProvider.superUser",
@@ -947,6 +952,10 @@ impl Config {
             }
             "admin.commandURL" => self.admin_command_url = value.to_string(),
             "admin.idleTimeout" => self.admin_idle_timeout_ms = parse_u32(value)?,
+            "admin.console.identity" if !value.contains(':') => {
+                return Err("expected user:password".to_string())
+            }
+            "admin.console.identity" => self.admin_console_identity = Some(value.to_string()),
             "extendedTypesEnabled" => self.extended_types_enabled = parse_bool(value)?,
             "DigestAuthenticationProvider.superDigest" => {
                 self.super_digest = Some(value.to_string())

@@ -7,20 +7,24 @@
 //! - `GET {commandURL}/{name}?k=v` runs the command (a primary name or an alias) and
 //!   answers 200 with its JSON body ([`super::json`]), unknown names included (their body
 //!   carries the error);
-//! - other methods answer 405, other paths 404.
+//! - other methods answer 405, other paths 404;
+//! - `/` and `/console/...` are keel's read-only console ([`super::console`]).
 //!
 //! Each command reads the state machine through [`CoreHandle::query`], so a body
 //! describes one instant; `stat_reset` and `connection_stat_reset` first reset the
 //! figures through [`CoreHandle::update`]. At most [`MAX_CONNECTIONS`] connections are served at once.
 
+use super::console;
 use super::json;
 use super::BoundedListener;
 use crate::admin::core_handle::CoreHandle;
 use crate::config::Config;
 use axum::body::Body;
+use axum::extract::connect_info::{ConnectInfo, Connected};
 use axum::extract::State;
 use axum::http::{header, Method, Request, StatusCode};
 use axum::response::Response;
+use axum::serve::IncomingStream;
 use axum::Router;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -36,12 +40,26 @@ pub struct AdminServer {
     command_url: String,
     /// `admin.idleTimeout`, ms.
     idle_timeout_ms: u32,
+    console_identity: Option<String>,
 }
 
 /// What a request handler needs.
 struct AdminState {
     core: CoreHandle,
     command_url: String,
+    /// `admin.console.identity` (`user:password`), the console's digest identity.
+    console_identity: Option<String>,
+}
+
+/// The address of the peer of an AdminServer connection, for the console's `ip`
+/// identity.
+#[derive(Debug, Clone, Copy)]
+struct PeerAddr(std::net::SocketAddr);
+
+impl Connected<IncomingStream<'_, BoundedListener>> for PeerAddr {
+    fn connect_info(stream: IncomingStream<'_, BoundedListener>) -> Self {
+        PeerAddr(*stream.remote_addr())
+    }
 }
 
 impl AdminServer {
@@ -59,6 +77,7 @@ impl AdminServer {
             listener,
             command_url: config.admin_command_url.trim_end_matches('/').to_string(),
             idle_timeout_ms: config.admin_idle_timeout_ms,
+            console_identity: config.admin_console_identity.clone(),
         })
     }
 
@@ -72,10 +91,12 @@ impl AdminServer {
         let state = Arc::new(AdminState {
             core,
             command_url: self.command_url,
+            console_identity: self.console_identity,
         });
         let app = Router::new().fallback(handle).with_state(state);
         let listener = BoundedListener::new(self.listener, MAX_CONNECTIONS, self.idle_timeout_ms);
-        if let Err(e) = axum::serve(listener, app).await {
+        let service = app.into_make_service_with_connect_info::<PeerAddr>();
+        if let Err(e) = axum::serve(listener, service).await {
             tracing::error!(error = %e, "AdminServer stopped");
         }
     }
@@ -147,12 +168,38 @@ fn listing(command_url: &str) -> String {
     out
 }
 
-async fn handle(State(state): State<Arc<AdminState>>, req: Request<Body>) -> Response {
+async fn handle(
+    State(state): State<Arc<AdminState>>,
+    ConnectInfo(PeerAddr(peer)): ConnectInfo<PeerAddr>,
+    req: Request<Body>,
+) -> Response {
     // HttpServlet answers GET (and HEAD, without the body); the rest are not allowed.
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
     }
     let path = req.uri().path();
+    // The console owns `/console/...`, and `/` unless the command URL is `/` itself.
+    if let Some(page) = console::route(path, !state.command_url.is_empty()) {
+        let status = if page == console::Page::NotFound {
+            StatusCode::NOT_FOUND
+        } else {
+            StatusCode::OK
+        };
+        let after = parameters(req.uri().query()).remove("after");
+        let ids = console::identities(peer.ip(), state.console_identity.as_deref());
+        let body = console::render(&state.core, page, after, ids)
+            .await
+            .unwrap_or_else(|| {
+                console::html::page("Not serving", "<p>The server is stopping.</p>")
+            });
+        let mut resp = Response::new(Body::from(body));
+        *resp.status_mut() = status;
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("text/html; charset=utf-8"),
+        );
+        return resp;
+    }
     let Some(t) = target(path, &state.command_url) else {
         return plain(StatusCode::NOT_FOUND, "not found\n");
     };

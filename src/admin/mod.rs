@@ -5,6 +5,7 @@
 //! - [`snapshot`]: gathers that snapshot from the running state machine.
 //! - [`json`]: the AdminServer's commands and their JSON bodies.
 //! - [`http`]: the AdminServer endpoint (`admin.*` keys).
+//! - [`console`]: the read-only web console the AdminServer also serves.
 //! - [`metrics`]: the Prometheus `/metrics` endpoint (`metricsProvider.*` keys).
 //! - [`quorum`]: the Zab side of an ensemble member, as the core task sees it.
 //! - [`core_handle`]: how both endpoints reach the state machine on the core task.
@@ -12,6 +13,7 @@
 //! [`Endpoints`] binds both HTTP endpoints at start-up, in ZooKeeper's order and with its
 //! failure behaviour, and serves them once the core task runs.
 
+pub mod console;
 pub mod core_handle;
 pub mod fourlw;
 pub mod http;

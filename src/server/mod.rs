@@ -363,6 +363,12 @@ impl Server {
         self.now_ms
     }
 
+    /// The connection `session` is attached to, with its id, if it is connected here.
+    pub fn session_connection(&self, session: i64) -> Option<(ConnId, &Conn)> {
+        let id = *self.session_conn.get(&session)?;
+        self.conns.get(&id).map(|c| (id, c))
+    }
+
     pub(crate) fn send(&mut self, conn: ConnId, packet: Bytes) {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.stats.sent += 1;

@@ -51,6 +51,23 @@ impl<'a> Children<'a> {
             done: false,
         }
     }
+
+    /// The children of `path` whose names sort after `after`, starting with one seek (so a
+    /// page of a wide parent costs its own length, not the names before it).
+    pub(super) fn after(nodes: &'a ZnodeSet, path: &str, after: &str) -> Children<'a> {
+        let prefix = prefix_of(path);
+        // Just past `P/after`: names such as `after!` sort before its subtree
+        // (`P/after/...`), which the walk then jumps over like any descendant.
+        let mut seek = prefix.clone();
+        seek.extend_from_slice(after.as_bytes());
+        let iter = nodes.range_from(Bound::Excluded(seek.as_slice()));
+        Children {
+            nodes,
+            prefix,
+            iter,
+            done: false,
+        }
+    }
 }
 
 impl<'a> Iterator for Children<'a> {

@@ -148,6 +148,12 @@ impl DataTree {
         Children::new(&self.nodes, path::root_alias(path))
     }
 
+    /// The child names of `path` that sort after `after`, in name order: a page of a
+    /// wide parent in the time of its own length.
+    pub fn children_after(&self, path: &str, after: &str) -> Children<'_> {
+        Children::after(&self.nodes, path::root_alias(path), after)
+    }
+
     /// Number of znodes, the system nodes included.
     pub fn node_count(&self) -> usize {
         self.nodes.len()
@@ -808,6 +814,31 @@ mod tests {
         assert_eq!(t.node_count(), 5);
         assert_eq!(t.get("/").unwrap().stat().num_children, 2);
         assert_eq!(t.get("/").unwrap().pzxid(), 20);
+    }
+
+    #[test]
+    fn children_after_a_name_resume_in_name_order() {
+        let mut t = DataTree::new();
+        // "a!" sorts after "a" as a name but before "/a/x" as a path.
+        let paths = [
+            "/p", "/p/a", "/p/a/x", "/p/a/x/y", "/p/a!", "/p/a0", "/p/b", "/q",
+        ];
+        for (i, p) in paths.iter().enumerate() {
+            t.create(p, None, &open(), 0, 1, 2 + i as i64, 0).unwrap();
+        }
+        let all: Vec<&str> = t.children("/p").collect();
+        assert_eq!(all, ["a", "a!", "a0", "b"]);
+        let after = |name: &str| t.children_after("/p", name).collect::<Vec<_>>();
+        assert_eq!(after(""), all);
+        assert_eq!(after("a"), ["a!", "a0", "b"]);
+        assert_eq!(after("a!"), ["a0", "b"]);
+        assert_eq!(after("a0"), ["b"]);
+        assert_eq!(after("aa"), ["b"]);
+        assert!(after("b").is_empty());
+        assert_eq!(
+            t.children_after("/", "p").collect::<Vec<_>>(),
+            ["q", "zookeeper"]
+        );
     }
 
     #[test]

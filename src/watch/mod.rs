@@ -219,6 +219,21 @@ impl WatchManager {
         paths.len()
     }
 
+    /// The watches of one connection, in (table, path) order: the console's session page
+    /// reads a page of them without building the whole index.
+    pub fn of_connection(&self, conn: ConnId) -> impl Iterator<Item = (Table, &str)> {
+        self.by_conn
+            .get(&conn)
+            .into_iter()
+            .flatten()
+            .map(|(t, p)| (*t, p.as_str()))
+    }
+
+    /// Number of watches `conn` holds.
+    pub fn connection_watch_count(&self, conn: ConnId) -> usize {
+        self.by_conn.get(&conn).map_or(0, BTreeSet::len)
+    }
+
     /// Watched paths of each connection (for `wchc`), sorted.
     pub fn by_connection(&self) -> BTreeMap<ConnId, BTreeSet<String>> {
         self.by_conn
