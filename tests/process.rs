@@ -216,6 +216,26 @@ fn four_letter_words_answer_in_one_write_and_follow_the_whitelist() {
 }
 
 #[test]
+fn conf_counts_keels_data_and_log_files() {
+    let keel = start("4lw.commands.whitelist=conf");
+    // The first txn opens the txn log (a fresh ZooKeeper has no log file either).
+    let mut client = session(keel.port);
+    assert_eq!(create(&mut client, 1, "/a", b"x".to_vec()).err, 0);
+    let mut s = TcpStream::connect(("127.0.0.1", keel.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"conf").unwrap();
+    let mut conf = String::new();
+    s.read_to_string(&mut conf).unwrap();
+    let size = |key: &str| -> u64 {
+        let line = conf.lines().find(|l| l.starts_with(key)).expect(key);
+        line[key.len() + 1..].parse().unwrap()
+    };
+    // The snapshot store (keel-db) and the preallocated txn log segment (keel-txnlog).
+    assert!(size("dataDirSize") > 0, "{conf}");
+    assert!(size("dataLogSize") >= 1 << 20, "{conf}");
+}
+
+#[test]
 fn bad_config_names_key_and_line() {
     let dir = temp_dir("badcfg");
     let cfg = dir.join("zoo.cfg");

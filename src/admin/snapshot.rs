@@ -9,6 +9,7 @@ use super::quorum::EnsembleView;
 use crate::config::Config;
 use crate::server::stats::SummaryStat;
 use crate::server::{Role, Server};
+use crate::storage::{rocks, txnlog, zab};
 use crate::watch::Table;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -323,8 +324,36 @@ pub fn build(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) 
             0
         },
         ensemble: ensemble.cloned(),
+        data_dir_size: [rocks::DB_DIR, zab::SNAP_DIR]
+            .iter()
+            .map(|d| dir_size(&config.data_dir.join(d)))
+            .sum(),
+        data_log_size: [txnlog::TXNLOG_DIR, rocks::WAL_DIR]
+            .iter()
+            .map(|d| dir_size(&config.data_log_dir.join(d)))
+            .sum(),
         ..ServerSnapshot::default()
     }
+}
+
+/// Bytes in the files under `dir`, recursively; 0 where it is missing. ZooKeeper's
+/// `dataDirSize`/`dataLogSize` sum its snapshot and txn log directories
+/// (`ZKDatabase`/`FileTxnSnapLog` sizes); keel's own files live in `keel-db` (snapshots
+/// and metadata; `version-2` holds an ensemble member's epoch files) and `keel-txnlog`
+/// (`keel-wal`: RocksDB's log), preallocated segments counted at their length as
+/// ZooKeeper counts its preallocated logs.
+fn dir_size(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_size(&e.path()),
+            Ok(_) => e.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 #[cfg(test)]
