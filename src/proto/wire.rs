@@ -101,8 +101,12 @@ pub fn decode_request(opcode: i32, body: &[u8]) -> Result<Request, JuteError> {
         op::AUTH => return decode_auth(body),
         op::SASL => {
             // GetSASLRequest {buffer token}: it must decode, or the connection closes.
-            Decoder::new(body).buffer()?;
-            return Ok(Request::Sasl);
+            // A null token closes it too (ZooKeeper's processSasl reads its length and
+            // fails with a NullPointerException outside its SaslException handling).
+            return match Decoder::new(body).buffer_opt()? {
+                Some(token) => Ok(Request::Sasl(token.to_vec())),
+                None => Err(JuteError::BadLength(-1)),
+            };
         }
         op::CREATE_SESSION => {
             return Ok(match body.get(..4) {
