@@ -58,7 +58,11 @@ pub fn server_settings(config: &config::Config) -> server::Settings {
         reconfig_enabled: config.reconfig_enabled,
         durable: true,
         snap_count: config.snap_count,
-        sasl: config.client_auth.sasl_server.clone().map(std::sync::Arc::new),
+        sasl: config
+            .client_auth
+            .sasl_server
+            .clone()
+            .map(std::sync::Arc::new),
         allow_sasl_failed_clients: config.client_auth.allow_sasl_failed_clients,
         enforced_schemes: config.client_auth.enforced_schemes().ok().flatten(),
     }

@@ -6,8 +6,9 @@
 //! Sans-I/O: the nonce is made from randomness the caller passes in, and passwords come
 //! from a lookup the caller passes in; [`DigestMd5Server::evaluate`] only computes.
 //!
-//! The exchange: the client's first token is empty and the server answers the
-//! digest-challenge (RFC 2831 2.1.1); the client's digest-response (2.1.2) is checked
+//! The exchange: the client's first token is empty (RFC 2831 2.1: DIGEST-MD5 has no
+//! initial response; ZooKeeper's server, run, ignores what a first token holds) and the
+//! server answers the digest-challenge (2.1.1); the client's digest-response (2.1.2) is checked
 //! and answered with `rspauth=...` (2.1.3), after which the exchange is complete. Any
 //! other token, any token after the first failure or after completion, is an error
 //! (Java's server is then in its invalid step 0).
@@ -30,10 +31,10 @@ pub const RAW_NONCE_SIZE: usize = 30;
 /// processSasl); the text is for the server's log, worded as Java's SaslExceptions.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DigestError {
-    #[error("DIGEST-MD5: Invalid digest response length. Got: {0} Expected < {MAX_RESPONSE_LENGTH}")]
+    #[error(
+        "DIGEST-MD5: Invalid digest response length. Got: {0} Expected < {MAX_RESPONSE_LENGTH}"
+    )]
     TooLong(usize),
-    #[error("DIGEST-MD5 must not have an initial response")]
-    InitialResponse,
     #[error("DIGEST-MD5: Server at illegal state")]
     IllegalState,
     #[error("DIGEST-MD5: digest response format violation: {0}")]
@@ -125,10 +126,6 @@ impl DigestMd5Server {
         }
         match self.state {
             State::Start => {
-                if !token.is_empty() {
-                    self.state = State::Done;
-                    return Err(DigestError::InitialResponse);
-                }
                 self.state = State::Challenged;
                 Ok(Step::Challenge(self.challenge()))
             }
@@ -141,11 +138,12 @@ impl DigestMd5Server {
         }
     }
 
-    /// The digest-challenge (RFC 2831 2.1.1) in the order Java writes it: realm,
-    /// nonce, qop, charset (utf-8 offered), algorithm.
+    /// The digest-challenge (RFC 2831 2.1.1) as ZooKeeper's server sends it: realm,
+    /// nonce, charset (utf-8 offered), algorithm. No qop directive: `auth`, the only
+    /// qop offered, is the default (Java writes qop only for other settings).
     fn challenge(&self) -> Vec<u8> {
         format!(
-            "realm=\"{SERVER_NAME}\",nonce=\"{}\",qop=\"auth\",charset=utf-8,algorithm=md5-sess",
+            "realm=\"{SERVER_NAME}\",nonce=\"{}\",charset=utf-8,algorithm=md5-sess",
             self.nonce
         )
         .into_bytes()
@@ -315,7 +313,8 @@ fn parse_response(token: &[u8]) -> Result<Response, DigestError> {
                     c => v.push(c),
                 }
             }
-            let end = end.ok_or_else(|| DigestError::Format("unterminated quoted value".to_string()))?;
+            let end =
+                end.ok_or_else(|| DigestError::Format("unterminated quoted value".to_string()))?;
             value = v;
             rest = quoted[end..].trim_start();
             if !(rest.is_empty() || rest.starts_with(',')) {
@@ -409,7 +408,7 @@ mod tests {
         assert_eq!(
             String::from_utf8(c).unwrap(),
             format!(
-                "realm=\"zk-sasl-md5\",nonce=\"{}\",qop=\"auth\",charset=utf-8,algorithm=md5-sess",
+                "realm=\"zk-sasl-md5\",nonce=\"{}\",charset=utf-8,algorithm=md5-sess",
                 "A".repeat(40)
             )
         );
@@ -438,7 +437,10 @@ mod tests {
             qop: "auth",
             digest_uri: "zookeeper/zk-sasl-md5",
         };
-        assert_eq!(token, format!("rspauth={}", parts.response_value("")).into_bytes());
+        assert_eq!(
+            token,
+            format!("rspauth={}", parts.response_value("")).into_bytes()
+        );
         // Complete: nothing more is taken.
         assert_eq!(s.evaluate(b"", users), Err(DigestError::IllegalState));
     }
@@ -446,16 +448,19 @@ mod tests {
     #[test]
     fn wrong_password_and_unknown_user() {
         let mut s = challenged(1);
-        let resp = client_response("jaasuser", "nope", &s.nonce().to_string(), "c");
+        let resp = client_response("jaasuser", "nope", s.nonce(), "c");
         assert_eq!(
             s.evaluate(resp.as_bytes(), users),
             Err(DigestError::MismatchedResponse)
         );
         // One attempt per exchange, even with the right password after.
-        let resp = client_response("jaasuser", "jaas_password", &s.nonce().to_string(), "c");
-        assert_eq!(s.evaluate(resp.as_bytes(), users), Err(DigestError::IllegalState));
+        let resp = client_response("jaasuser", "jaas_password", s.nonce(), "c");
+        assert_eq!(
+            s.evaluate(resp.as_bytes(), users),
+            Err(DigestError::IllegalState)
+        );
         let mut s = challenged(2);
-        let resp = client_response("baduser", "badpassword", &s.nonce().to_string(), "c");
+        let resp = client_response("baduser", "badpassword", s.nonce(), "c");
         assert!(matches!(
             s.evaluate(resp.as_bytes(), users),
             Err(DigestError::UnknownUser(..))
@@ -475,14 +480,17 @@ mod tests {
         let mut s = challenged(5);
         let resp = client_response("jaasuser", "jaas_password", s.nonce(), "c")
             .replace("nc=00000001", "nc=00000002");
-        assert!(matches!(s.evaluate(resp.as_bytes(), users), Err(DigestError::Format(_))));
+        assert!(matches!(
+            s.evaluate(resp.as_bytes(), users),
+            Err(DigestError::Format(_))
+        ));
     }
 
     #[test]
     fn malformed_tokens() {
+        // A first token's content is ignored, as ZooKeeper's server does.
         let mut s = DigestMd5Server::new([0; RAW_NONCE_SIZE]);
-        assert_eq!(s.evaluate(b"x", users), Err(DigestError::InitialResponse));
-        assert_eq!(s.evaluate(b"", users), Err(DigestError::IllegalState));
+        assert!(matches!(s.evaluate(b"x", users), Ok(Step::Challenge(_))));
         let long = vec![b'a'; MAX_RESPONSE_LENGTH + 1];
         assert_eq!(
             challenged(0).evaluate(&long, users),

@@ -183,7 +183,9 @@ impl JaasConfig {
                                     options.push((key.clone(), value));
                                     i += 3;
                                 }
-                                Some((line, _)) => return Err(err(line, "expected an option or ';'")),
+                                Some((line, _)) => {
+                                    return Err(err(line, "expected an option or ';'"))
+                                }
                                 None => return Err(err(last_line, "expected ';'")),
                             }
                         }
@@ -252,7 +254,12 @@ mod tests {
         assert_eq!(c.section("Server").unwrap()[0].options[0].1, "b \"q\"");
         assert_eq!(c.section("Client").unwrap()[0].options[1].1, "p");
         assert!(JaasConfig::parse("").unwrap().sections.is_empty());
-        assert_eq!(JaasConfig::parse("Server {\n m.D bogus;\n};").unwrap_err().line, 2);
+        assert_eq!(
+            JaasConfig::parse("Server {\n m.D bogus;\n};")
+                .unwrap_err()
+                .line,
+            2
+        );
         assert!(JaasConfig::parse("Server { m.D required user_a=\"b\" }").is_err());
         assert!(JaasConfig::parse("Server { m.D required user_a=\"b; };").is_err());
         assert!(JaasConfig::parse("Server { m.D required user_a; };").is_err());

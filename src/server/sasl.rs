@@ -77,7 +77,9 @@ impl Server {
                 tracing::warn!(conn, %addr, error = %e, "client failed to SASL authenticate");
                 let required = self.sasl_required();
                 if self.settings.allow_sasl_failed_clients && !required {
-                    tracing::warn!("maintaining client connection despite SASL authentication failure");
+                    tracing::warn!(
+                        "maintaining client connection despite SASL authentication failure"
+                    );
                     return self.send(conn, sasl_reply(xid, 0, None));
                 }
                 let code = if required {

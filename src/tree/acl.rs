@@ -428,7 +428,8 @@ mod tests {
                     perms: 31,
                     id: id(scheme, ident),
                 }],
-                &[], false,
+                &[],
+                false,
             )
         };
         assert!(one("world", "anyone").is_ok());
@@ -476,7 +477,8 @@ mod tests {
         };
         let fixed = fixup(
             &[auth(31, ""), auth(31, "x"), auth(31, "")],
-            std::slice::from_ref(&bob), false,
+            std::slice::from_ref(&bob),
+            false,
         )
         .unwrap();
         assert_eq!(fixed.len(), 2);
@@ -510,7 +512,10 @@ mod tests {
             }]
         };
         assert!(fixup(&acl("CN=client1"), &[], false).is_ok());
-        assert_eq!(fixup(&acl("client1"), &[], false), Err(ErrorCode::InvalidAcl));
+        assert_eq!(
+            fixup(&acl("client1"), &[], false),
+            Err(ErrorCode::InvalidAcl)
+        );
     }
 
     #[test]
@@ -563,7 +568,10 @@ mod tests {
         assert_eq!(fixup(&acl, &[], false), Err(ErrorCode::InvalidAcl));
         assert_eq!(fixup(&acl, &[], true), Ok(acl.clone()));
         assert_eq!(check(&acl, 1, &[id("sasl", "jaasuser")]), Ok(()));
-        assert_eq!(check(&acl, 1, &[id("sasl", "other")]), Err(ErrorCode::NoAuth));
+        assert_eq!(
+            check(&acl, 1, &[id("sasl", "other")]),
+            Err(ErrorCode::NoAuth)
+        );
         assert_eq!(check(&acl, 1, &[id("sasl", "super")]), Ok(()));
         let auth = vec![Acl {
             perms: 31,
