@@ -12,14 +12,22 @@
 #     connection, tokens over 4096 bytes and over jute.maxbuffer, sasl before the
 #     handshake, a null token, a token after completion), one line per outcome, diffed;
 #     a bystander connection must answer after each case.
-#   usage: run.sh            Env: SASL_PORT_A / SASL_PORT_B (2130 / 2131), KEEL_BIN.
+#  3. The zkCli.sh phases again against a follower of a 3-member keel ensemble (same
+#     flags): the follower runs the exchange, and the writes it forwards carry the
+#     connection's sasl (and super) ids to the leader's ACL checks (`auth` ACLs, super's
+#     setAcl); diffed against ZooKeeper's standalone transcript.
+#   usage: run.sh            Env: SASL_PORT_A / SASL_PORT_B (2130 / 2131),
+#                            SASL_ENSEMBLE_BASE (2150: ports BASE+1..BASE+23), KEEL_BIN.
 # Exit 0 when both diffs are empty. Work dir: ${WORK:-/tmp/keel-compat/sasl}.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../lib.sh
 source "$HERE/../lib.sh"
+# shellcheck source=../ensemble/lib.sh
+source "$HERE/../ensemble/lib.sh"
 PORT_A=${SASL_PORT_A:-2130}
 PORT_B=${SASL_PORT_B:-2131}
+ENSEMBLE_BASE=${SASL_ENSEMBLE_BASE:-2150}
 WORK=${WORK:-/tmp/keel-compat/sasl}
 ZKCLI=${ZKCLI:-/usr/share/zookeeper/bin/zkCli.sh}
 if [ ! -x "$KEEL_BIN" ]; then echo "sasl: FAIL (keel binary $KEEL_BIN not found)" >&2; exit 1; fi
@@ -119,6 +127,16 @@ for kind in zk keel; do
   stop_server "$WORK/$kind"
   bash "$HERE/../zkcli/run.sh" --mask < "$WORK/zkcli-$kind.raw" | clean > "$WORK/zkcli-$kind.masked"
 done
+if start_ensemble keel "$WORK/ensemble" "$ENSEMBLE_BASE" "$EXTRA_CFG" && port=$(ensemble_port "$WORK/ensemble" follower); then
+  run_phases keel-ensemble "$port" "$WORK/zkcli-keel-ensemble.raw"
+  bash "$HERE/../zkcli/run.sh" --mask < "$WORK/zkcli-keel-ensemble.raw" | clean > "$WORK/zkcli-keel-ensemble.masked"
+else
+  echo "sasl: could not start the keel ensemble" > "$WORK/zkcli-keel-ensemble.masked"
+fi
+stop_ensemble "$WORK/ensemble"
+if diff -u --label "zk (masked)" --label "keel ensemble follower (masked)" "$WORK/zkcli-zk.masked" "$WORK/zkcli-keel-ensemble.masked"; then
+  echo "sasl: zkCli on a keel ensemble's follower PASS ($(wc -l < "$WORK/zkcli-keel-ensemble.masked") lines identical after masking)"
+else fail=1; echo "sasl: zkCli on a keel ensemble's follower FAIL"; fi
 if diff -u --label "zk (masked)" --label "keel (masked)" "$WORK/zkcli-zk.masked" "$WORK/zkcli-keel.masked"; then
   echo "sasl: zkCli PASS ($(wc -l < "$WORK/zkcli-zk.masked") lines identical after masking)"
 else fail=1; echo "sasl: zkCli FAIL"; fi

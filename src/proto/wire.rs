@@ -399,6 +399,12 @@ mod tests {
         );
         assert!(decode_request(op::AUTH, &[0, 0]).is_err());
         assert!(decode_request(op::SASL, &[0, 0]).is_err());
+        // A null token closes the connection; a token is carried as sent.
+        assert!(decode_request(op::SASL, &[0xff; 4]).is_err());
+        assert_eq!(
+            decode_request(op::SASL, &[0, 0, 0, 1, 7]),
+            Ok(Request::Sasl(vec![7]))
+        );
         assert_eq!(decode_request(op::PING, b"junk"), Ok(Request::Ping));
     }
 

@@ -211,6 +211,28 @@ impl DigestMd5Server {
     }
 }
 
+/// A client's digest-response to `nonce` for `user` and `passwd` (RFC 2831 2.1.2,
+/// as ZooKeeper's Java client sends it), for tests that play the client.
+#[cfg(test)]
+pub(crate) fn client_response(user: &str, passwd: &str, nonce: &str, cnonce: &str) -> String {
+    let parts = Parts {
+        username: user,
+        realm: SERVER_NAME,
+        passwd,
+        nonce,
+        cnonce,
+        authzid: None,
+        qop: "auth",
+        digest_uri: "zookeeper/zk-sasl-md5",
+    };
+    format!(
+        "charset=utf-8,username=\"{user}\",realm=\"{SERVER_NAME}\",nonce=\"{nonce}\",\
+         nc=00000001,cnonce=\"{cnonce}\",digest-uri=\"zookeeper/zk-sasl-md5\",\
+         maxbuf=65536,response={},qop=auth",
+        parts.response_value("AUTHENTICATE")
+    )
+}
+
 /// What the response-value is computed from (RFC 2831 2.1.2.1).
 struct Parts<'a> {
     username: &'a str,
@@ -348,26 +370,6 @@ fn parse_response(token: &[u8]) -> Result<Response, DigestError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A client's digest-response to `nonce`, computed as RFC 2831 2.1.2.1 says.
-    fn client_response(user: &str, passwd: &str, nonce: &str, cnonce: &str) -> String {
-        let parts = Parts {
-            username: user,
-            realm: SERVER_NAME,
-            passwd,
-            nonce,
-            cnonce,
-            authzid: None,
-            qop: "auth",
-            digest_uri: "zookeeper/zk-sasl-md5",
-        };
-        format!(
-            "charset=utf-8,username=\"{user}\",realm=\"{SERVER_NAME}\",nonce=\"{nonce}\",\
-             nc=00000001,cnonce=\"{cnonce}\",digest-uri=\"zookeeper/zk-sasl-md5\",\
-             maxbuf=65536,response={},qop=auth",
-            parts.response_value("AUTHENTICATE")
-        )
-    }
 
     fn users(user: &str) -> Option<String> {
         (user == "jaasuser").then(|| "jaas_password".to_string())

@@ -145,3 +145,172 @@ fn sasl_reply(xid: i32, err: i32, token: Option<&[u8]>) -> bytes::Bytes {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Input, Outbound, Server, Settings};
+    use crate::proto::{opcode as op, ErrorCode, Request};
+    use crate::sasl::digest_md5::client_response;
+    use crate::sasl::SaslServerConfig;
+    use bytes::Bytes;
+
+    /// The time the tests run at, ms (it seeds session ids, which must not be 0).
+    const T: i64 = 1_700_000_000_000;
+
+    fn server(enforced: Option<&[&str]>) -> Server {
+        let mut sasl = SaslServerConfig::default();
+        sasl.credentials.insert("alice".into(), "alice_pw".into());
+        let settings = Settings {
+            tick_ms: 2000,
+            min_session_timeout_ms: 4000,
+            max_session_timeout_ms: 40000,
+            super_digest: None,
+            prep: crate::server::prep::PrepSettings {
+                extended_types: false,
+                enforce_quota: false,
+                sasl_acls: true,
+            },
+            container_check_interval_ms: 60_000,
+            reconfig_enabled: false,
+            durable: false,
+            snap_count: 0,
+            sasl: Some(std::sync::Arc::new(sasl)),
+            allow_sasl_failed_clients: false,
+            enforced_schemes: enforced.map(|s| s.iter().map(|s| s.to_string()).collect()),
+        };
+        Server::new(settings, 0, T, 1)
+    }
+
+    /// Connects `conn` with a new session; returns nothing but clears the outbox.
+    fn connect(s: &mut Server, conn: u64) {
+        let addr = "127.0.0.1:5000".parse().unwrap();
+        s.handle(T, Input::Connected { conn, addr });
+        let req = jute::ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            time_out_ms: 10_000,
+            session_id: 0,
+            passwd: Bytes::from_static(&[0; 16]),
+            read_only: false,
+        };
+        s.handle(T, Input::Handshake { conn, req });
+        s.drain_outbox();
+    }
+
+    fn send(s: &mut Server, conn: u64, xid: i32, opcode: i32, req: Request) {
+        s.handle(
+            T,
+            Input::Request {
+                conn,
+                xid,
+                opcode,
+                req,
+                body: Bytes::new(),
+            },
+        );
+    }
+
+    /// (error code, token or None, closed) of what `conn` got.
+    fn replies(s: &mut Server, conn: u64) -> Vec<(i32, Option<Vec<u8>>, bool)> {
+        let mut out = Vec::new();
+        for (c, o) in s.drain_outbox() {
+            assert_eq!(c, conn, "only the connection concerned gets anything");
+            match o {
+                Outbound::Close => out.push((0, None, true)),
+                Outbound::Packet(p) => {
+                    let err = i32::from_be_bytes(p[16..20].try_into().unwrap());
+                    let token = (p.len() >= 24).then(|| {
+                        let n = i32::from_be_bytes(p[20..24].try_into().unwrap());
+                        usize::try_from(n)
+                            .ok()
+                            .and_then(|n| p.get(24..24 + n))
+                            .map(<[u8]>::to_vec)
+                    });
+                    out.push((err, token.flatten(), false));
+                }
+            }
+        }
+        out
+    }
+
+    fn exists(s: &mut Server, conn: u64) {
+        let req = Request::Exists(jute::PathWatchRequest {
+            path: "/".into(),
+            watch: false,
+        });
+        send(s, conn, 9, op::EXISTS, req);
+    }
+
+    /// Runs a DIGEST-MD5 exchange on `conn` as `user`/`passwd`; returns the last replies.
+    fn authenticate(s: &mut Server, conn: u64, passwd: &str) -> Vec<(i32, Option<Vec<u8>>, bool)> {
+        send(s, conn, 1, op::SASL, Request::Sasl(Vec::new()));
+        let got = replies(s, conn);
+        let challenge = String::from_utf8(got[0].1.clone().unwrap()).unwrap();
+        let nonce = challenge
+            .split("nonce=\"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap();
+        let resp = client_response("alice", passwd, nonce, "cn");
+        send(s, conn, 2, op::SASL, Request::Sasl(resp.into_bytes()));
+        replies(s, conn)
+    }
+
+    #[test]
+    fn exchange_adds_the_sasl_identity() {
+        let mut s = server(None);
+        connect(&mut s, 1);
+        let got = authenticate(&mut s, 1, "alice_pw");
+        assert_eq!(got.len(), 1);
+        assert!(got[0].1.as_ref().unwrap().starts_with(b"rspauth="));
+        assert!(s.conns[&1]
+            .identities
+            .iter()
+            .any(|i| i.scheme == "sasl" && i.id == "alice"));
+    }
+
+    #[test]
+    fn failure_is_authfailed_then_close() {
+        let mut s = server(None);
+        connect(&mut s, 1);
+        connect(&mut s, 2);
+        let got = authenticate(&mut s, 1, "wrong");
+        assert_eq!(
+            got,
+            vec![(ErrorCode::AuthFailed.code(), None, false), (0, None, true)]
+        );
+        // The other connection is untouched.
+        exists(&mut s, 2);
+        assert_eq!(replies(&mut s, 2)[0].0, 0);
+    }
+
+    #[test]
+    fn enforced_sasl_refuses_requests_until_authenticated() {
+        let mut s = server(Some(&["sasl"]));
+        connect(&mut s, 1);
+        exists(&mut s, 1);
+        let code = ErrorCode::SessionClosedRequireSaslAuth.code();
+        assert_eq!(
+            replies(&mut s, 1),
+            vec![(code, None, false), (0, None, true)]
+        );
+        connect(&mut s, 2);
+        // A failed exchange with SASL required answers SESSIONCLOSEDREQUIRESASLAUTH.
+        assert_eq!(authenticate(&mut s, 2, "wrong")[0].0, code);
+        connect(&mut s, 3);
+        authenticate(&mut s, 3, "alice_pw");
+        exists(&mut s, 3);
+        let got = replies(&mut s, 3);
+        assert_eq!((got.len(), got[0].0, got[0].2), (1, 0, false));
+    }
+
+    #[test]
+    fn enforced_ip_scheme_passes_every_connection() {
+        let mut s = server(Some(&["ip"]));
+        connect(&mut s, 1);
+        exists(&mut s, 1);
+        assert_eq!(replies(&mut s, 1)[0].0, 0);
+    }
+}
