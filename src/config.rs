@@ -252,6 +252,129 @@ pub struct ServerSpec {
 /// Why a configuration was refused. Display texts name the key, the value and the
 /// 1-based line (`zoo.cfg line 3: bad value "abc" for tickTime: not an integer`);
 /// errors from [`Config::load`] name the file instead of `zoo.cfg`.
+/// The class name of ZooKeeper's SASL auth provider, as `authProvider.N` names it.
+pub const SASL_AUTH_PROVIDER: &str = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider";
+
+/// Client authentication settings beyond digest and x509: ZooKeeper's `authProvider.N`
+/// (ProviderRegistry), SASL (ZooKeeperServer.processSasl, SaslServerCallbackHandler)
+/// and enforcement (AuthenticationHelper). Each is a zoo.cfg key or the system property
+/// `zookeeper.<key>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientAuthConfig {
+    /// `authProvider.N` class names, by N.
+    pub auth_providers: Vec<(String, String)>,
+    /// `sasl.serverconfig`: the JAAS section of the server's login (default `Server`).
+    pub sasl_login_context: Option<String>,
+    /// `SASLAuthenticationProvider.superPassword`: the SASL password of user `super`.
+    pub sasl_super_password: Option<String>,
+    /// `superUser` and `superUser.*`: SASL identities that are also `super:`.
+    pub super_users: Vec<(String, String)>,
+    /// `sessionRequireClientSASLAuth`: every request needs a `sasl` identity first.
+    pub session_require_client_sasl_auth: bool,
+    /// `enforce.auth.enabled`: every request needs an identity of a scheme in
+    /// `enforce.auth.schemes` first.
+    pub enforce_auth_enabled: bool,
+    /// `enforce.auth.schemes`: comma-separated schemes, blanks trimmed and dropped.
+    pub enforce_auth_schemes: Vec<String>,
+    /// `allowSaslFailedClients`: a failed SASL exchange keeps its connection.
+    pub allow_sasl_failed_clients: bool,
+    /// The SASL server from the JAAS file's server section; set by
+    /// [`Config::load_jaas`] (`None`: no file, or no such section: SASL is off).
+    pub sasl_server: Option<crate::sasl::SaslServerConfig>,
+}
+
+impl ClientAuthConfig {
+    fn is_key(key: &str) -> bool {
+        key.starts_with("authProvider.")
+            || key == "superUser"
+            || key.starts_with("superUser.")
+            || matches!(
+                key,
+                "sasl.serverconfig"
+                    | "SASLAuthenticationProvider.superPassword"
+                    | "sessionRequireClientSASLAuth"
+                    | "enforce.auth.enabled"
+                    | "enforce.auth.schemes"
+                    | "allowSaslFailedClients"
+            )
+    }
+
+    fn apply(&mut self, key: &str, value: &str) -> Result<(), String> {
+        // Java's Boolean.parseBoolean: "true" in any case is true, anything else false.
+        let java_bool = |v: &str| v.eq_ignore_ascii_case("true");
+        match key {
+            "sasl.serverconfig" => self.sasl_login_context = Some(value.to_string()),
+            "SASLAuthenticationProvider.superPassword" => {
+                self.sasl_super_password = Some(value.to_string())
+            }
+            "sessionRequireClientSASLAuth" => {
+                self.session_require_client_sasl_auth = java_bool(value)
+            }
+            "enforce.auth.enabled" => self.enforce_auth_enabled = java_bool(value),
+            "enforce.auth.schemes" => {
+                self.enforce_auth_schemes = value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            }
+            "allowSaslFailedClients" => self.allow_sasl_failed_clients = java_bool(value),
+            _ if key.starts_with("authProvider.") => {
+                set_keyed(&mut self.auth_providers, key, value)
+            }
+            _ => set_keyed(&mut self.super_users, key, value),
+        }
+        Ok(())
+    }
+
+    /// Whether `authProvider.N` loads ZooKeeper's SASL provider, which makes `sasl` an
+    /// ACL scheme.
+    pub fn sasl_provider(&self) -> bool {
+        self.auth_providers
+            .iter()
+            .any(|(_, class)| class == SASL_AUTH_PROVIDER)
+    }
+
+    /// The schemes every request needs an identity of, or `None` when authentication
+    /// is not enforced (AuthenticationHelper.initConfigurations:
+    /// `sessionRequireClientSASLAuth` means `sasl` and wins over `enforce.auth.*`).
+    ///
+    /// Errors (ZooKeeper refuses to start): enforcement without schemes, or a scheme
+    /// no provider serves (ip, digest, x509 and the `authProvider.N` ones).
+    pub fn enforced_schemes(&self) -> Result<Option<Vec<String>>, ConfigError> {
+        if self.session_require_client_sasl_auth {
+            return Ok(Some(vec!["sasl".to_string()]));
+        }
+        if !self.enforce_auth_enabled {
+            return Ok(None);
+        }
+        if self.enforce_auth_schemes.is_empty() {
+            return Err(ConfigError::invalid(
+                "zookeeper.enforce.auth.enabled is true zookeeper.enforce.auth.schemes must be  configured.",
+            ));
+        }
+        for scheme in &self.enforce_auth_schemes {
+            let known = matches!(scheme.as_str(), "ip" | "digest" | "x509")
+                || (scheme == "sasl" && self.sasl_provider());
+            if !known {
+                return Err(ConfigError::invalid(format!(
+                    "Authentication scheme {scheme} is not available."
+                )));
+            }
+        }
+        Ok(Some(self.enforce_auth_schemes.clone()))
+    }
+}
+
+/// Sets `key`'s value in a list of keyed values (a key given twice keeps the last).
+fn set_keyed(list: &mut Vec<(String, String)>, key: &str, value: &str) {
+    match list.iter_mut().find(|(k, _)| k == key) {
+        Some(entry) => entry.1 = value.to_string(),
+        None => list.push((key.to_string(), value.to_string())),
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// A file (zoo.cfg, `myid`, the dynamic config file) could not be read.
@@ -365,10 +488,12 @@ pub struct Config {
     /// `zookeeper.X509AuthenticationProvider.superUser`: the subject DN (RFC 2253, as
     /// Java prints it) of a client certificate that passes every ACL check.
     pub x509_super_user: Option<String>,
-    /// The JVM property `java.security.auth.login.config`: a JAAS file, with which
-    /// ZooKeeper runs a SASL server for its clients. keel has none yet (issue 19), so
-    /// with it set a sasl request is refused instead of answered as SASL-off.
+    /// The JVM property `java.security.auth.login.config`: a JAAS file, whose server
+    /// section (see [`ClientAuthConfig`]) gives the SASL users; read by
+    /// [`Config::load_jaas`].
     pub jaas_login_config: Option<String>,
+    /// Client authentication: auth providers, SASL, enforcement.
+    pub client_auth: ClientAuthConfig,
     /// `maxClientCnxns`: connections allowed per client IP (60; 0 = unlimited).
     pub max_client_cnxns: u32,
     /// `minSessionTimeout` in ms; 2 x tickTime when not given or -1 (ZooKeeper's rule,
@@ -479,6 +604,7 @@ impl Default for Config {
             ssl: SslConfig::default(),
             x509_super_user: None,
             jaas_login_config: None,
+            client_auth: ClientAuthConfig::default(),
             max_client_cnxns: 60,
             min_session_timeout_ms: ticks_ms(tick_time_ms, 2),
             max_session_timeout_ms: ticks_ms(tick_time_ms, 20),
@@ -569,7 +695,23 @@ const PASS_THROUGH_KEYS: &[&str] = &[
     "X509AuthenticationProvider.superUser",
     "enforceQuota",
     "cnxTimeout",
+    "sasl.serverconfig",
+    "SASLAuthenticationProvider.superPassword",
+    "superUser",
+    "sessionRequireClientSASLAuth",
+    "enforce.auth.enabled",
+    "enforce.auth.schemes",
+    "allowSaslFailedClients",
 ];
+
+/// Whether ZooKeeper reads `zookeeper.<key>` for this zoo.cfg key (see
+/// [`PASS_THROUGH_KEYS`]; `ssl.*`, `authProvider.*` and `superUser.*` by prefix).
+fn is_pass_through(key: &str) -> bool {
+    PASS_THROUGH_KEYS.contains(&key)
+        || key.starts_with("ssl.")
+        || key.starts_with("authProvider.")
+        || key.starts_with("superUser.")
+}
 
 /// Settings ZooKeeper reads only as JVM properties of exactly this name; keel also takes
 /// them as zoo.cfg keys (PROTOCOL.md).
@@ -788,7 +930,7 @@ impl Config {
     /// Errors: [`ConfigError::BadProperty`] when the value does not parse.
     pub fn apply_system_property(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
         let key = match name.strip_prefix("zookeeper.") {
-            Some(key) if PASS_THROUGH_KEYS.contains(&key) || key.starts_with("ssl.") => key,
+            Some(key) if is_pass_through(key) => key,
             _ if JVM_ONLY_KEYS.contains(&name) => name,
             _ => return Ok(()),
         };
@@ -803,6 +945,45 @@ impl Config {
                 value: value.to_string(),
                 reason,
             })
+    }
+
+    /// Reads the JAAS file of `java.security.auth.login.config`, if set, into
+    /// [`ClientAuthConfig::sasl_server`], and checks the enforcement settings. Call it
+    /// once every zoo.cfg key and system property is applied. As ZooKeeper's
+    /// ServerCnxnFactory.configureSaslLogin: a file without the server section means no
+    /// SASL server; a file that cannot be read or parsed stops the server.
+    ///
+    /// Errors: [`ConfigError::Io`] for an unreadable file, [`ConfigError::Invalid`] for
+    /// one that does not parse and for the enforcement settings ZooKeeper refuses
+    /// ([`ClientAuthConfig::enforced_schemes`]).
+    pub fn load_jaas(&mut self) -> Result<(), ConfigError> {
+        self.client_auth.enforced_schemes()?;
+        let Some(path) = self.jaas_login_config.clone() else {
+            return Ok(());
+        };
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Io {
+            path: PathBuf::from(&path),
+            source,
+        })?;
+        let jaas = crate::sasl::jaas::JaasConfig::parse(&text)
+            .map_err(|e| ConfigError::invalid(format!("{path}: {e}")))?;
+        let section = self
+            .client_auth
+            .sasl_login_context
+            .as_deref()
+            .unwrap_or(crate::sasl::DEFAULT_SERVER_SECTION);
+        let Some(mut server) = crate::sasl::SaslServerConfig::from_jaas(&jaas, section) else {
+            return Ok(());
+        };
+        server.super_password = self.client_auth.sasl_super_password.clone();
+        server.super_users = self
+            .client_auth
+            .super_users
+            .iter()
+            .map(|(_, v)| v.clone())
+            .collect();
+        self.client_auth.sasl_server = Some(server);
+        Ok(())
     }
 
     /// Applies every `-Dname=value` token of a JVM flag string such as `SERVER_JVMFLAGS`
@@ -972,6 +1153,7 @@ impl Config {
             }
             "java.security.auth.login.config" => self.jaas_login_config = Some(value.to_string()),
             _ if key.starts_with("ssl.") => return self.ssl.apply(key, value),
+            _ if ClientAuthConfig::is_key(key) => self.client_auth.apply(key, value)?,
             "jute.maxbuffer" => {
                 self.jute_max_buffer = value.parse::<usize>().map_err(|_| not_integer(value))?;
                 if self.jute_max_buffer == 0 {
@@ -1613,12 +1795,12 @@ mod tests {
             unknown,
             [
                 "serverCnxnFactory",
-                "authProvider.1",
                 "localSessionsEnabled",
                 "localSessionsUpgradingEnabled",
             ]
         );
         assert_eq!(c.unknown_keys[0].0, 7);
+        assert!(c.client_auth.sasl_provider());
         assert_eq!(c.entries.len(), 16);
         assert_eq!(
             c.ssl.key_store_location,

@@ -25,6 +25,7 @@
 //! - [`admin`]: four-letter words, the AdminServer (HTTP, JSON), Prometheus metrics.
 //! - [`import`]: `keel import-zookeeper`: a ZooKeeper dataDir into a new keel store.
 //! - [`logging`]: log level from RUST_LOG, zoo.cfg or `zookeeper.root.logger`.
+//! - [`sasl`]: SASL for clients: the JAAS file and the DIGEST-MD5 mechanism, sans-I/O.
 
 pub mod admin;
 pub mod config;
@@ -33,6 +34,7 @@ pub mod logging;
 pub mod member;
 pub mod net;
 pub mod proto;
+pub mod sasl;
 pub mod server;
 pub mod session;
 pub mod storage;
@@ -50,11 +52,18 @@ pub fn server_settings(config: &config::Config) -> server::Settings {
         prep: server::prep::PrepSettings {
             extended_types: config.extended_types_enabled,
             enforce_quota: config.enforce_quota,
+            sasl_acls: config.client_auth.sasl_provider(),
         },
         container_check_interval_ms: config.container_check_interval_ms,
         reconfig_enabled: config.reconfig_enabled,
         durable: true,
         snap_count: config.snap_count,
-        sasl_expected: config.jaas_login_config.is_some(),
+        sasl: config
+            .client_auth
+            .sasl_server
+            .clone()
+            .map(std::sync::Arc::new),
+        allow_sasl_failed_clients: config.client_auth.allow_sasl_failed_clients,
+        enforced_schemes: config.client_auth.enforced_schemes().ok().flatten(),
     }
 }

@@ -145,6 +145,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    if let Err(e) = config.load_jaas() {
+        eprintln!("keel: {e}");
+        return ExitCode::from(2);
+    }
     // The level: RUST_LOG, else zoo.cfg's keel.logLevel, else -Dzookeeper.root.logger
     // (as an argument or in SERVER_JVMFLAGS), else info.
     let jvm_flags = std::env::var("SERVER_JVMFLAGS").unwrap_or_default();

@@ -188,7 +188,8 @@ pub enum Request {
     Auth(AuthPacket),
     /// setWatches (101) is carried as setWatches2 with no persistent watches.
     SetWatches(SetWatches2),
-    Sasl,
+    /// sasl (102): GetSASLRequest's token, the client's next SASL message.
+    Sasl(Vec<u8>),
     GetEphemerals(PathRequest),
     GetAllChildrenNumber(PathRequest),
     AddWatch(AddWatchRequest),
@@ -256,7 +257,7 @@ impl Request {
             Request::RemoveWatches(_) => "removeWatches",
             Request::Auth(_) => "auth",
             Request::SetWatches(_) => "setWatches",
-            Request::Sasl => "sasl",
+            Request::Sasl(_) => "sasl",
             Request::GetEphemerals(_) => "getEphemerals",
             Request::GetAllChildrenNumber(_) => "getAllChildrenNumber",
             Request::AddWatch(_) => "addWatch",
@@ -344,7 +345,7 @@ impl Request {
                 })
             }
             op::SET_WATCHES2 => Request::SetWatches(d.record()?),
-            op::SASL => return Ok(Request::Sasl),
+            op::SASL => return Ok(Request::Sasl(d.buffer()?.to_vec())),
             op::GET_EPHEMERALS => Request::GetEphemerals(d.record()?),
             op::GET_ALL_CHILDREN_NUMBER => Request::GetAllChildrenNumber(d.record()?),
             op::ADD_WATCH => Request::AddWatch(d.record()?),

@@ -101,8 +101,12 @@ pub fn decode_request(opcode: i32, body: &[u8]) -> Result<Request, JuteError> {
         op::AUTH => return decode_auth(body),
         op::SASL => {
             // GetSASLRequest {buffer token}: it must decode, or the connection closes.
-            Decoder::new(body).buffer()?;
-            return Ok(Request::Sasl);
+            // A null token closes it too (ZooKeeper's processSasl reads its length and
+            // fails with a NullPointerException outside its SaslException handling).
+            return match Decoder::new(body).buffer_opt()? {
+                Some(token) => Ok(Request::Sasl(token.to_vec())),
+                None => Err(JuteError::BadLength(-1)),
+            };
         }
         op::CREATE_SESSION => {
             return Ok(match body.get(..4) {
@@ -395,6 +399,12 @@ mod tests {
         );
         assert!(decode_request(op::AUTH, &[0, 0]).is_err());
         assert!(decode_request(op::SASL, &[0, 0]).is_err());
+        // A null token closes the connection; a token is carried as sent.
+        assert!(decode_request(op::SASL, &[0xff; 4]).is_err());
+        assert_eq!(
+            decode_request(op::SASL, &[0, 0, 0, 1, 7]),
+            Ok(Request::Sasl(vec![7]))
+        );
         assert_eq!(decode_request(op::PING, b"junk"), Ok(Request::Ping));
     }
 

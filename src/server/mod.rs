@@ -20,6 +20,7 @@ pub mod reads;
 pub mod recovery;
 mod refused;
 pub mod reply;
+mod sasl;
 pub mod stats;
 pub mod txn;
 
@@ -137,10 +138,16 @@ pub struct Settings {
     pub durable: bool,
     /// `snapCount`: txns between snapshots (0 = never).
     pub snap_count: u64,
-    /// Whether ZooKeeper would run a SASL server here (a JAAS login config is set):
-    /// keel, which has none yet, then answers sasl UNIMPLEMENTED instead of SASL-off's
-    /// OK with a null token, on which a SASL client would wait for a challenge forever.
-    pub sasl_expected: bool,
+    /// The SASL server's users, from the JAAS file's server section (`None`: SASL is
+    /// off, and a sasl request gets OK with a null token, as ZooKeeper without a SASL
+    /// login answers).
+    pub sasl: Option<std::sync::Arc<crate::sasl::SaslServerConfig>>,
+    /// `zookeeper.allowSaslFailedClients`: a failed SASL exchange keeps its connection
+    /// (unless SASL is required).
+    pub allow_sasl_failed_clients: bool,
+    /// The schemes every request but auth and sasl needs an identity of
+    /// (`sessionRequireClientSASLAuth`, `enforce.auth.*`); `None`: not enforced.
+    pub enforced_schemes: Option<Vec<String>>,
 }
 
 /// Per-connection figures for `cons` and `stat`.
@@ -171,6 +178,8 @@ pub struct Conn {
     /// This connection's requests not yet answered, in arrival order: its proposed
     /// writes (by zxid) and the reads queued behind them.
     inflight: VecDeque<Queued>,
+    /// The connection's DIGEST-MD5 exchange, from its first sasl request on.
+    sasl: Option<crate::sasl::digest_md5::DigestMd5Server>,
     /// A closeSession from this connection was accepted: later requests are dropped.
     /// Kept here as well as in the session table because a session whose createSession
     /// is still on its way to disk is not in the table yet.
@@ -406,6 +415,7 @@ impl Server {
                         },
                         old_client: false,
                         inflight: VecDeque::new(),
+                        sasl: None,
                         closing: false,
                     },
                 );
@@ -617,6 +627,9 @@ impl Server {
                 .iter()
                 .any(|q| matches!(q, Queued::Txn(_) | Queued::Forwarded));
         let closing = c.closing || self.sessions.get(session_id).is_some_and(|s| s.closing);
+        if !matches!(req, Request::Auth(_) | Request::Sasl(_)) && !self.authenticated(conn, xid) {
+            return;
+        }
         if closing {
             // Once a closeSession (the client's or an expiry's) is accepted, ZooKeeper
             // drops the session's later requests unanswered (ZooKeeperServer.touch

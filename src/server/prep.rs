@@ -20,6 +20,8 @@ pub struct PrepSettings {
     pub extended_types: bool,
     /// `enforceQuota`: hard quota limits refuse writes.
     pub enforce_quota: bool,
+    /// `authProvider.N` loads the SASL provider: `sasl` is an ACL scheme.
+    pub sasl_acls: bool,
 }
 
 /// A znode as prep sees it (ZooKeeper's ChangeRecord).
@@ -196,7 +198,7 @@ impl<'a> Prep<'a> {
             return Err(ErrorCode::BadArguments);
         }
         let (parent_path, _) = path::split(&c.path);
-        let acl = acl::fixup(&c.acl, self.identities)?;
+        let acl = acl::fixup(&c.acl, self.identities, self.settings.sasl_acls)?;
         let parent = self.node(parent_path)?;
         self.check_acl(&parent, perm::CREATE)?;
         let final_path = if mode.is_sequential() {
@@ -350,7 +352,7 @@ impl<'a> Prep<'a> {
     /// Preps one setACL.
     pub fn set_acl(&mut self, p: &str, acl_in: &[Acl], version: i32) -> Result<TxnOp, ErrorCode> {
         Self::validate(p)?;
-        let acl = acl::fixup(acl_in, self.identities)?;
+        let acl = acl::fixup(acl_in, self.identities, self.settings.sasl_acls)?;
         let node = self.node(p)?;
         self.check_acl(&node, perm::ADMIN)?;
         let aversion = check_version(node.aversion, version)?;

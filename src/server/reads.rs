@@ -247,7 +247,11 @@ impl Server {
                     .encode(b)
                 })
             }
-            Request::Sasl | Request::Unknown(_) | Request::Rejected(_) => {
+            Request::Sasl(token) => {
+                self.sasl(conn, xid, token);
+                return;
+            }
+            Request::Unknown(_) | Request::Rejected(_) => {
                 self.answer_refused(conn, xid, &req);
                 return;
             }

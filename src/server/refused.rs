@@ -1,5 +1,5 @@
 //! Requests ZooKeeper answers before they reach the tree: unknown opcodes, records it
-//! refuses ([`Request::Rejected`]), sasl while SASL is not enabled, and createSession
+//! refuses ([`Request::Rejected`]), and createSession
 //! sent again on a live session (the decoding is in `proto::wire`).
 
 use super::txn::TxnOp;
@@ -12,9 +12,7 @@ use jute::{MultiHeader, Record, ReplyHeader};
 impl Server {
     /// Answers a request that is not a txn and never reaches the tree: an unknown
     /// opcode (UNIMPLEMENTED with zxid -1, then the connection is closed, as
-    /// ZooKeeper's UnimplementedRequestProcessor does), sasl (ZooKeeper, with no SASL
-    /// server for the connection, answers OK with a null token and zxid 0), or a
-    /// rejected read (its code, the last zxid, and the body ZooKeeper had begun).
+    /// ZooKeeper's UnimplementedRequestProcessor does), or a rejected read (its code, the last zxid, and the body ZooKeeper had begun).
     pub(super) fn answer_refused(&mut self, conn: ConnId, xid: i32, req: &Request) {
         let zxid = self.last_zxid;
         let packet = match req {
@@ -27,18 +25,6 @@ impl Server {
                 self.close(conn);
                 return;
             }
-            Request::Sasl if self.settings.sasl_expected => {
-                reply::header_only(xid, zxid, ErrorCode::Unimplemented.code())
-            }
-            Request::Sasl => reply::frame(|b| {
-                ReplyHeader {
-                    xid,
-                    zxid: 0,
-                    err: 0,
-                }
-                .encode(b);
-                b.put_i32(-1);
-            }),
             Request::Rejected(Rejection { code, body, .. }) => {
                 if *code != ErrorCode::Ok {
                     tracing::info!(conn, xid, error = ?code, "request refused before the tree");

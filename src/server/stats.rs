@@ -386,7 +386,7 @@ impl Server {
     /// `arrived_ms` and the bytes it reads. Auth packets do not count (ZooKeeper answers
     /// them before its request pipeline).
     pub(super) fn note_read(&mut self, conn: ConnId, opcode: i32, req: &Request, arrived_ms: i64) {
-        if opcode == op::AUTH || matches!(req, Request::Auth(_) | Request::Sasl) {
+        if opcode == op::AUTH || matches!(req, Request::Auth(_) | Request::Sasl(_)) {
             return;
         }
         let latency_ms = (self.now_ms - arrived_ms).max(0) as u64;
@@ -542,12 +542,15 @@ mod tests {
             prep: crate::server::prep::PrepSettings {
                 extended_types: false,
                 enforce_quota: false,
+                sasl_acls: false,
             },
             container_check_interval_ms: 60_000,
             reconfig_enabled: false,
             durable: true,
             snap_count: 0,
-            sasl_expected: false,
+            sasl: None,
+            allow_sasl_failed_clients: false,
+            enforced_schemes: None,
         };
         let mut s = Server::new(settings, 0, t0, 1);
         let addr = "127.0.0.1:5000".parse().unwrap();

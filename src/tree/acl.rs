@@ -3,7 +3,8 @@
 //!
 //! A connection's identities are a list of [`Id`]s: `ip:<addr>` from the socket, plus
 //! `digest:<user>:<hash>` and possibly `super:` after `addauth`, `x509:<subject DN>` (and
-//! possibly `super:<DN>`) from a TLS client certificate.
+//! possibly `super:<DN>`) from a TLS client certificate, `sasl:<user>` (and possibly
+//! `super:`) after a SASL exchange.
 
 use crate::proto::ErrorCode;
 use base64::Engine;
@@ -237,6 +238,17 @@ pub fn x509_valid(dn: &str) -> bool {
     })
 }
 
+/// Whether a `sasl` ACL id is valid: SASLAuthenticationProvider.isValid takes any id
+/// `new KerberosName(id)` accepts: one without `@`, or `name[/host]@realm` with no
+/// further `/` or `@` in the parts.
+pub fn sasl_valid(id: &str) -> bool {
+    let Some((principal, realm)) = id.split_once('@') else {
+        return true;
+    };
+    let (name, host) = principal.split_once('/').unwrap_or((principal, ""));
+    ![name, host, realm].iter().any(|p| p.contains(['/', '@']))
+}
+
 /// Checks that one of `identities` holds one of the `perm` bits on a znode with `acl`.
 ///
 /// Errors: NOAUTH. An empty ACL allows everything; a `super` identity passes always.
@@ -256,6 +268,9 @@ pub fn check(acl: &[Acl], perm: i32, identities: &[Id]) -> Result<(), ErrorCode>
                 && match a.id.scheme.as_str() {
                     "ip" => ip_matches(&who.id, &a.id.id),
                     "digest" | "x509" => who.id == a.id.id,
+                    // SASLAuthenticationProvider.matches: the identity `super` matches
+                    // every sasl ACL.
+                    "sasl" => who.id == a.id.id || who.id == "super",
                     _ => false,
                 }
         });
@@ -272,13 +287,14 @@ pub fn check(acl: &[Acl], perm: i32, identities: &[Id]) -> Result<(), ErrorCode>
 /// connection's identity order; two `auth` entries may so expand to equal ones, which
 /// stay), and every other entry must name a loaded provider with a valid id: `world`
 /// only as `anyone`, `digest` as `user:hash`, `ip` as IPv4 `addr[/bits]`, `x509` as a
-/// distinguished name (keel takes x509 ids without a secure port; see the README).
-/// `sasl` and `super` have no provider here (SASL is not enabled). Perms are not
-/// checked.
+/// distinguished name (keel takes x509 ids without a secure port; see the README),
+/// `sasl` (only with `sasl_acls`: `authProvider.N` loads ZooKeeper's
+/// SASLAuthenticationProvider) as a Kerberos-shaped name ([`sasl_valid`]). `super` has
+/// no provider. Perms are not checked.
 ///
 /// Errors: INVALIDACL for an empty list, an unknown scheme, a malformed id, or `auth`
 /// with no authenticated identity.
-pub fn fixup(acl: &[Acl], identities: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
+pub fn fixup(acl: &[Acl], identities: &[Id], sasl_acls: bool) -> Result<Vec<Acl>, ErrorCode> {
     let mut unique: Vec<&Acl> = Vec::with_capacity(acl.len());
     for a in acl {
         if !unique.contains(&a) {
@@ -295,7 +311,12 @@ pub fn fixup(acl: &[Acl], identities: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
             "auth" => {
                 let before = out.len();
                 for who in identities {
-                    if matches!(who.scheme.as_str(), "digest" | "x509") {
+                    let authenticated = match who.scheme.as_str() {
+                        "digest" | "x509" => true,
+                        "sasl" => sasl_acls,
+                        _ => false,
+                    };
+                    if authenticated {
                         out.push(Acl {
                             perms: a.perms,
                             id: who.clone(),
@@ -310,6 +331,7 @@ pub fn fixup(acl: &[Acl], identities: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
             "digest" => digest_valid(&a.id.id),
             "ip" => ip_valid(&a.id.id),
             "x509" => x509_valid(&a.id.id),
+            "sasl" => sasl_acls && sasl_valid(&a.id.id),
             _ => false,
         };
         if !valid {
@@ -407,6 +429,7 @@ mod tests {
                     id: id(scheme, ident),
                 }],
                 &[],
+                false,
             )
         };
         assert!(one("world", "anyone").is_ok());
@@ -455,6 +478,7 @@ mod tests {
         let fixed = fixup(
             &[auth(31, ""), auth(31, "x"), auth(31, "")],
             std::slice::from_ref(&bob),
+            false,
         )
         .unwrap();
         assert_eq!(fixed.len(), 2);
@@ -487,8 +511,11 @@ mod tests {
                 },
             }]
         };
-        assert!(fixup(&acl("CN=client1"), &[]).is_ok());
-        assert_eq!(fixup(&acl("client1"), &[]), Err(ErrorCode::InvalidAcl));
+        assert!(fixup(&acl("CN=client1"), &[], false).is_ok());
+        assert_eq!(
+            fixup(&acl("client1"), &[], false),
+            Err(ErrorCode::InvalidAcl)
+        );
     }
 
     #[test]
@@ -512,10 +539,10 @@ mod tests {
             id: id("auth", ""),
         }];
         assert_eq!(
-            fixup(&auth, &[id("ip", "1.2.3.4")]),
+            fixup(&auth, &[id("ip", "1.2.3.4")], false),
             Err(ErrorCode::InvalidAcl)
         );
-        let fixed = fixup(&auth, &[id("ip", "1.2.3.4"), id("digest", "u:h")]).unwrap();
+        let fixed = fixup(&auth, &[id("ip", "1.2.3.4"), id("digest", "u:h")], false).unwrap();
         assert_eq!(
             fixed,
             vec![Acl {
@@ -523,11 +550,45 @@ mod tests {
                 id: id("digest", "u:h")
             }]
         );
-        assert_eq!(fixup(&[], &[]), Err(ErrorCode::InvalidAcl));
+        assert_eq!(fixup(&[], &[], false), Err(ErrorCode::InvalidAcl));
         let bad = vec![Acl {
             perms: 31,
             id: id("nope", "x"),
         }];
-        assert_eq!(fixup(&bad, &[]), Err(ErrorCode::InvalidAcl));
+        assert_eq!(fixup(&bad, &[], false), Err(ErrorCode::InvalidAcl));
+    }
+
+    #[test]
+    fn sasl_scheme() {
+        let acl = vec![Acl {
+            perms: 31,
+            id: id("sasl", "jaasuser"),
+        }];
+        // Only with the SASL provider loaded is `sasl` a scheme.
+        assert_eq!(fixup(&acl, &[], false), Err(ErrorCode::InvalidAcl));
+        assert_eq!(fixup(&acl, &[], true), Ok(acl.clone()));
+        assert_eq!(check(&acl, 1, &[id("sasl", "jaasuser")]), Ok(()));
+        assert_eq!(
+            check(&acl, 1, &[id("sasl", "other")]),
+            Err(ErrorCode::NoAuth)
+        );
+        assert_eq!(check(&acl, 1, &[id("sasl", "super")]), Ok(()));
+        let auth = vec![Acl {
+            perms: 31,
+            id: id("auth", ""),
+        }];
+        let me = [id("ip", "127.0.0.1"), id("sasl", "jaasuser")];
+        assert_eq!(fixup(&auth, &me, true), Ok(acl));
+        assert_eq!(fixup(&auth, &me, false), Err(ErrorCode::InvalidAcl));
+        for (name, ok) in [
+            ("a", true),
+            ("a/b/c", true),
+            ("a/h@R", true),
+            ("a@R", true),
+            ("a@b@c", false),
+            ("a/b/c@R", false),
+        ] {
+            assert_eq!(sasl_valid(name), ok, "{name}");
+        }
     }
 }

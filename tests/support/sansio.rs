@@ -21,12 +21,15 @@ pub fn settings() -> Settings {
         prep: PrepSettings {
             extended_types: true,
             enforce_quota: false,
+            sasl_acls: false,
         },
         container_check_interval_ms: 1000,
         reconfig_enabled: false,
         durable: false,
         snap_count: 0,
-        sasl_expected: false,
+        sasl: None,
+        allow_sasl_failed_clients: false,
+        enforced_schemes: None,
     }
 }
 

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# SASL DIGEST-MD5 for clients (issue 19), ZooKeeper vs keel, each a fresh standalone
+# server with authProvider.1=SASLAuthenticationProvider, the JAAS file server.jaas
+# (users super, alice, bob) as -Djava.security.auth.login.config and
+# -Dzookeeper.superUser=super:
+#  1. zkCli.sh differential: phases of commands, each a zkCli.sh whose JAAS Client
+#     section logs in as one user (DIGEST-MD5), or without SASL: sasl ACLs (create,
+#     setAcl/getAcl, allowed and denied access), whoami, the sasl super user, a wrong
+#     password and an unknown user. Transcripts masked with ../zkcli/run.sh --mask and
+#     diffed.
+#  2. raw.py: raw-socket bad input (malformed tokens, a replayed response on a new
+#     connection, tokens over 4096 bytes and over jute.maxbuffer, sasl before the
+#     handshake, a null token, a token after completion), one line per outcome, diffed;
+#     a bystander connection must answer after each case.
+#  3. The zkCli.sh phases again against a follower of a 3-member keel ensemble (same
+#     flags): the follower runs the exchange, and the writes it forwards carry the
+#     connection's sasl (and super) ids to the leader's ACL checks (`auth` ACLs, super's
+#     setAcl); diffed against ZooKeeper's standalone transcript.
+#   usage: run.sh            Env: SASL_PORT_A / SASL_PORT_B (2130 / 2131),
+#                            SASL_ENSEMBLE_BASE (2150: ports BASE+1..BASE+23), KEEL_BIN.
+# Exit 0 when both diffs are empty. Work dir: ${WORK:-/tmp/keel-compat/sasl}.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../lib.sh
+source "$HERE/../lib.sh"
+# shellcheck source=../ensemble/lib.sh
+source "$HERE/../ensemble/lib.sh"
+PORT_A=${SASL_PORT_A:-2130}
+PORT_B=${SASL_PORT_B:-2131}
+ENSEMBLE_BASE=${SASL_ENSEMBLE_BASE:-2150}
+WORK=${WORK:-/tmp/keel-compat/sasl}
+ZKCLI=${ZKCLI:-/usr/share/zookeeper/bin/zkCli.sh}
+if [ ! -x "$KEEL_BIN" ]; then echo "sasl: FAIL (keel binary $KEEL_BIN not found)" >&2; exit 1; fi
+rm -rf "$WORK"; mkdir -p "$WORK"
+
+cat > "$WORK/server.jaas" <<'JAAS'
+Server {
+    org.apache.zookeeper.server.auth.DigestLoginModule required
+    user_super="super_secret"
+    user_alice="alice_pw"
+    user_bob="bob_pw";
+};
+JAAS
+client_jaas() { # USER PASSWORD -> file
+  local f=$WORK/client-$1-$2.jaas
+  printf 'Client {\n    org.apache.zookeeper.server.auth.DigestLoginModule required\n    username="%s"\n    password="%s";\n};\n' "$1" "$2" > "$f"
+  echo "$f"
+}
+FLAGS="-Djava.security.auth.login.config=$WORK/server.jaas -Dzookeeper.superUser=super"
+export ZK_JVMFLAGS=$FLAGS SERVER_JVMFLAGS=$FLAGS
+EXTRA_CFG='authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider'
+
+# Phases: "USER PASSWORD" (or "- -": no SASL), then the commands, up to a blank line.
+PHASES='alice alice_pw
+whoami
+create /s sdata sasl:alice:cdrwa
+create /open odata
+getAcl /s
+get /s
+setAcl /open sasl:bob:r
+getAcl /open
+get /open
+create /bad x sasl:a@b@c:cdrwa
+create /auth x auth::cdrwa
+getAcl /auth
+
+bob bob_pw
+whoami
+get /s
+get /open
+setAcl /open world:anyone:cdrwa
+ls /
+
+- -
+whoami
+get /s
+getAcl /s
+get /open
+get /auth
+
+super super_secret
+whoami
+get /s
+setAcl /s sasl:bob:r
+getAcl /s
+
+alice wrong_pw
+whoami
+get /open
+
+mallory mallory_pw
+whoami
+get /open
+'
+
+run_phases() { # KIND PORT TRANSCRIPT
+  local kind=$1 port=$2 out=$3 user pass cmds
+  : > "$out"
+  while IFS= read -r header; do
+    [ -z "$header" ] && continue
+    read -r user pass <<< "$header"
+    cmds=
+    while IFS= read -r line && [ -n "$line" ]; do cmds+="$line"$'\n'; done
+    echo "=== phase: $user" >> "$out"
+    if [ "$user" = - ]; then
+      CLIENT_JVMFLAGS= ; jaas=
+    else
+      jaas=$(client_jaas "$user" "$pass")
+    fi
+    # The pause before quit lets an AuthFailed event print before the client exits.
+    { printf '%s' "$cmds"; sleep 2; echo quit; } |
+      CLIENT_JVMFLAGS=${jaas:+-Djava.security.auth.login.config=$jaas} TZ=UTC timeout 120 \
+        "$ZKCLI" -server "127.0.0.1:$port" >> "$out" 2>&1
+  done <<< "$PHASES"
+}
+
+# Lines that depend on the client's own threads and timing, not the server: the SASL
+# client's INFO/WARN logging (slf4j-simple on stderr), the stack trace lines.
+clean() { grep -v -E '^\[[^]]*\] (INFO|WARN|ERROR|DEBUG) |^	at |^SLF4J|^log4j|Client environment|^WATCHER::$|^$' ; }
+
+fail=0
+for kind in zk keel; do
+  port=$PORT_A; [ "$kind" = keel ] && port=$PORT_B
+  if ! start_server "$kind" "$WORK/$kind" "$port" "$EXTRA_CFG"; then echo "sasl: FAIL (could not start $kind)"; exit 1; fi
+  run_phases "$kind" "$port" "$WORK/zkcli-$kind.raw"
+  timeout 300 python3 "$HERE/raw.py" "$port" > "$WORK/raw-$kind.txt" 2>&1
+  stop_server "$WORK/$kind"
+  bash "$HERE/../zkcli/run.sh" --mask < "$WORK/zkcli-$kind.raw" | clean > "$WORK/zkcli-$kind.masked"
+done
+if start_ensemble keel "$WORK/ensemble" "$ENSEMBLE_BASE" "$EXTRA_CFG" && port=$(ensemble_port "$WORK/ensemble" follower); then
+  run_phases keel-ensemble "$port" "$WORK/zkcli-keel-ensemble.raw"
+  bash "$HERE/../zkcli/run.sh" --mask < "$WORK/zkcli-keel-ensemble.raw" | clean > "$WORK/zkcli-keel-ensemble.masked"
+else
+  echo "sasl: could not start the keel ensemble" > "$WORK/zkcli-keel-ensemble.masked"
+fi
+stop_ensemble "$WORK/ensemble"
+if diff -u --label "zk (masked)" --label "keel ensemble follower (masked)" "$WORK/zkcli-zk.masked" "$WORK/zkcli-keel-ensemble.masked"; then
+  echo "sasl: zkCli on a keel ensemble's follower PASS ($(wc -l < "$WORK/zkcli-keel-ensemble.masked") lines identical after masking)"
+else fail=1; echo "sasl: zkCli on a keel ensemble's follower FAIL"; fi
+if diff -u --label "zk (masked)" --label "keel (masked)" "$WORK/zkcli-zk.masked" "$WORK/zkcli-keel.masked"; then
+  echo "sasl: zkCli PASS ($(wc -l < "$WORK/zkcli-zk.masked") lines identical after masking)"
+else fail=1; echo "sasl: zkCli FAIL"; fi
+if diff -u --label "zk" --label "keel" "$WORK/raw-zk.txt" "$WORK/raw-keel.txt"; then
+  echo "sasl: raw PASS ($(grep -vc '^  bystander' "$WORK/raw-zk.txt") cases identical, bystander answered after each)"
+else fail=1; echo "sasl: raw FAIL"; fi
+exit $fail

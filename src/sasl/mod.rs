@@ -1,0 +1,71 @@
+//! SASL for clients (op 102), as ZooKeeper 3.8 runs it: the JAAS file's server section
+//! ([`jaas`]) gives the DIGEST-MD5 users, and each connection runs its own
+//! [`digest_md5::DigestMd5Server`]. Pure data and computation: the file is read by
+//! the caller, nonces come from the caller's randomness.
+
+pub mod digest_md5;
+pub mod jaas;
+
+use std::collections::HashMap;
+
+/// The JAAS section ZooKeeper's server logs in with unless `zookeeper.sasl.serverconfig`
+/// names another (ZooKeeperSaslServer.DEFAULT_LOGIN_CONTEXT_NAME).
+pub const DEFAULT_SERVER_SECTION: &str = "Server";
+
+/// The option prefix of a DIGEST-MD5 user in the server section
+/// (SaslServerCallbackHandler.USER_PREFIX).
+const USER_PREFIX: &str = "user_";
+
+/// How a server authenticates SASL clients, from its JAAS server section.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SaslServerConfig {
+    /// DIGEST-MD5 users and passwords: every `user_NAME="password"` option of every
+    /// entry of the section (SaslServerCallbackHandler reads them from all entries).
+    pub credentials: HashMap<String, String>,
+    /// The section logs in with Kerberos (a `Krb5LoginModule` entry): ZooKeeper's
+    /// server then offers GSSAPI only (SecurityUtils.createSaslServer), which keel does
+    /// not implement yet; its sasl requests are answered UNIMPLEMENTED.
+    pub kerberos: bool,
+    /// `zookeeper.SASLAuthenticationProvider.superPassword`: the password of user
+    /// `super`, over the file's (SaslServerCallbackHandler.handlePasswordCallback).
+    pub super_password: Option<String>,
+    /// `zookeeper.superUser` (and `zookeeper.superUser.*`): a SASL identity that also
+    /// gets `super:` (ZooKeeperServer.isSaslSuperUser).
+    pub super_users: Vec<String>,
+}
+
+impl SaslServerConfig {
+    /// The server's SASL set-up from a parsed JAAS file and the name of its server
+    /// section; `None` when the file has no such section (ZooKeeper then runs without
+    /// a SASL server: configureSaslLogin returns).
+    pub fn from_jaas(jaas: &jaas::JaasConfig, section: &str) -> Option<SaslServerConfig> {
+        let entries = jaas.section(section)?;
+        let mut config = SaslServerConfig::default();
+        for entry in entries {
+            if entry.module.ends_with("Krb5LoginModule") {
+                config.kerberos = true;
+            }
+            for (key, value) in &entry.options {
+                if let Some(user) = key.strip_prefix(USER_PREFIX) {
+                    config.credentials.insert(user.to_string(), value.clone());
+                }
+            }
+        }
+        Some(config)
+    }
+
+    /// The password DIGEST-MD5 checks `user` against, if the user is known.
+    pub fn password(&self, user: &str) -> Option<String> {
+        if user == "super" {
+            if let Some(p) = &self.super_password {
+                return Some(p.clone());
+            }
+        }
+        self.credentials.get(user).cloned()
+    }
+
+    /// Whether SASL identity `id` is a super user.
+    pub fn is_super_user(&self, id: &str) -> bool {
+        !id.is_empty() && self.super_users.iter().any(|s| s == id)
+    }
+}
