@@ -102,7 +102,7 @@ export ZK_JVMFLAGS="${ZK_JVMFLAGS:-} -Xmx$ZK_HEAP"
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 
 FAILED=0
-note() { NOTE[$1]="${NOTE[$1]:-} $2;"; FAILED=$((FAILED + 1)); }
+PIN_C=()   # nothing pinned: members and client share the cores alike
 
 up() { # KIND DIR: a fresh ensemble of KIND, formed (a leader and two followers)
   if start_ensemble "$1" "$2" "${BASE[$1]}" "$EXTRA_CFG"; then
@@ -111,19 +111,6 @@ up() { # KIND DIR: a fresh ensemble of KIND, formed (a leader and two followers)
   note "$1" "$(basename "$2"): ensemble did not form"; stop_ensemble "$2"; return 1
 }
 
-# client KIND TAG CMD...: runs a client, output in raw/KIND-TAG.txt
-client() {
-  local kind=$1 tag=$2 rc; shift 2
-  local out=$WORK/raw/$kind-$tag.txt
-  timeout --foreground 900 "$@" > "$out" 2>&1 &
-  CLIENT_PID=$!
-  wait "$CLIENT_PID"; rc=$?
-  CLIENT_PID=
-  if [ $rc != 0 ]; then
-    log "$kind $tag failed: $(tail -1 "$out")"; note "$kind" "$tag failed"; return 1
-  fi
-  sed "s/^/  $kind $tag: /" "$out" >&2
-}
 
 signal_ensemble() { # SIGNAL DIR
   local p
@@ -131,17 +118,6 @@ signal_ensemble() { # SIGNAL DIR
   return 0
 }
 
-# record KIND TAG PREFIX: per-phase figures of a zkload run into $RES
-record() {
-  local f=$WORK/raw/$1-$2.txt ph e
-  for ph in "${PHASES[@]}"; do
-    put "$3.$ph.ops" "$1" "$(field "$f" "$ph" ops_per_s)"
-    put "$3.$ph.p50" "$1" "$(field "$f" "$ph" p50_us)"
-    put "$3.$ph.p99" "$1" "$(field "$f" "$ph" p99_us)"
-    put "$3.$ph.p999" "$1" "$(field "$f" "$ph" p999_us)"
-    e=$(field "$f" "$ph" errors); [ "${e:-0}" != 0 ] && note "$1" "$2/$ph: $e errors"
-  done
-}
 
 # ---- 1. load --------------------------------------------------------------------------
 if want load; then

@@ -126,3 +126,35 @@ row() {
   printf '%-46s %11s %11s %8s %7s %5s\n' "$2" "$z" "$k" "$r" "${4:-}" "$mark"
 }
 section() { echo; echo "-- $* --"; }
+
+# Runs and their figures. The caller sets WORK, RES, PHASES, PIN_C, FAILED=0, CLIENT_PID=
+# and `declare -A NOTE`.
+# note KIND TEXT: a failed run, reported under the table; counts in FAILED.
+note() { NOTE[$1]="${NOTE[$1]:-} $2;"; FAILED=$((FAILED + 1)); }
+
+# client KIND TAG CMD...: runs a client (prefixed by PIN_C), output in raw/KIND-TAG.txt.
+# In the background with `wait`, so a signal reaches the trap at once (cleanup ends it).
+client() {
+  local kind=$1 tag=$2 rc; shift 2
+  local out=$WORK/raw/$kind-$tag.txt
+  "${PIN_C[@]}" timeout --foreground 900 "$@" > "$out" 2>&1 &
+  CLIENT_PID=$!
+  wait "$CLIENT_PID"; rc=$?
+  CLIENT_PID=
+  if [ $rc != 0 ]; then
+    log "$kind $tag failed: $(tail -1 "$out")"; note "$kind" "$tag failed"; return 1
+  fi
+  sed "s/^/  $kind $tag: /" "$out" >&2
+}
+
+# record KIND TAG PREFIX: per-phase figures of a zkload/zkbench run into $RES
+record() {
+  local f=$WORK/raw/$1-$2.txt ph e
+  for ph in "${PHASES[@]}"; do
+    put "$3.$ph.ops" "$1" "$(field "$f" "$ph" ops_per_s)"
+    put "$3.$ph.p50" "$1" "$(field "$f" "$ph" p50_us)"
+    put "$3.$ph.p99" "$1" "$(field "$f" "$ph" p99_us)"
+    put "$3.$ph.p999" "$1" "$(field "$f" "$ph" p999_us)"
+    e=$(field "$f" "$ph" errors); [ "${e:-0}" != 0 ] && note "$1" "$2/$ph: $e errors"
+  done
+}

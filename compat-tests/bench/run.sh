@@ -131,7 +131,6 @@ fi
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 
 FAILED=0   # runs that failed (the exit status)
-note() { NOTE[$1]="${NOTE[$1]:-} $2;"; FAILED=$((FAILED + 1)); }
 
 start() { # KIND DIR: a fresh server, waits until it serves a read
   local line
@@ -141,20 +140,6 @@ start() { # KIND DIR: a fresh server, waits until it serves a read
   stop "$2"; return 1
 }
 
-# client KIND TAG CMD...: runs a client pinned to core 1, output in raw/KIND-TAG.txt.
-# In the background with `wait`, so a signal reaches the trap at once (cleanup ends it).
-client() {
-  local kind=$1 tag=$2 rc; shift 2
-  local out=$WORK/raw/$kind-$tag.txt
-  "${PIN_C[@]}" timeout --foreground 900 "$@" > "$out" 2>&1 &
-  CLIENT_PID=$!
-  wait "$CLIENT_PID"; rc=$?
-  CLIENT_PID=
-  if [ $rc != 0 ]; then
-    log "$kind $tag failed: $(tail -1 "$out")"; note "$kind" "$tag failed"; return 1
-  fi
-  sed "s/^/  $kind $tag: /" "$out" >&2
-}
 
 # pause_others KIND SECTION: SIGSTOP every other server of SECTION (load, fan) while
 # KIND is measured; resume SECTION: SIGCONT them all. stop() resumes a paused server.
@@ -174,17 +159,6 @@ resume() {
   return 0
 }
 
-# record KIND TAG PREFIX: per-phase figures of a zkload/zkbench run into $RES
-record() {
-  local f=$WORK/raw/$1-$2.txt ph e
-  for ph in "${PHASES[@]}"; do
-    put "$3.$ph.ops" "$1" "$(field "$f" "$ph" ops_per_s)"
-    put "$3.$ph.p50" "$1" "$(field "$f" "$ph" p50_us)"
-    put "$3.$ph.p99" "$1" "$(field "$f" "$ph" p99_us)"
-    put "$3.$ph.p999" "$1" "$(field "$f" "$ph" p999_us)"
-    e=$(field "$f" "$ph" errors); [ "${e:-0}" != 0 ] && note "$1" "$2/$ph: $e errors"
-  done
-}
 
 # ---- 1. load --------------------------------------------------------------------------
 if want load; then
