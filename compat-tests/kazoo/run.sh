@@ -8,6 +8,7 @@
 # Exits 0 iff every test not listed in the expected-failures file passed.
 # Work dir (junit xml, pytest log, failure list):
 #   ${KAZOO_WORK:-/tmp/keel-compat/kazoo-TARGET} (kazoo-cluster-TARGET with --cluster)
+# KAZOO_PORT_OFFSET moves the port range (ZOOKEEPER_PORT_OFFSET; the test KDC is on +90).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib.sh"
@@ -20,10 +21,10 @@ case $TARGET in zk|keel) ;; *) echo "usage: $0 [--cluster] [zk|keel] [pytest arg
 if [ -n "$CLUSTER" ]; then
   # 3 members started one after the other (3 JVMs on a 2-core machine for zk): generous
   # per-test timeout; a separate port range so a cluster run never meets a standalone one.
-  SIZE=3 OFFSET=31000 TIMEOUT=300 NAME=kazoo-cluster-$TARGET
+  SIZE=3 OFFSET=${KAZOO_PORT_OFFSET:-31000} TIMEOUT=300 NAME=kazoo-cluster-$TARGET
   EXPECTED=$HERE/expected-failures-cluster.txt
 else
-  SIZE=1 OFFSET=30000 TIMEOUT=120 NAME=kazoo-$TARGET
+  SIZE=1 OFFSET=${KAZOO_PORT_OFFSET:-30000} TIMEOUT=120 NAME=kazoo-$TARGET
   EXPECTED=$HERE/expected-failures.txt
 fi
 
@@ -46,6 +47,18 @@ export ZOOKEEPER_PORT_OFFSET=$OFFSET
 export CI=true
 export PATH=$HERE/launcher:$VENV/bin:$PATH
 unset ZOOKEEPER_JAAS_AUTH ZOOKEEPER_OBSERVER_START_ID ZOOKEEPER_LOCAL_SESSION_RO
+
+# Kerberos for TestSASLGSSAPIAuthentication: the realm, principals and keytabs its
+# harness expects (KAZOOTEST.ORG, zookeeper/127.0.0.1 in server.keytab, client in
+# client.keytab, all in $KRB5_TEST_ENV), a KDC on port OFFSET+90 for this run only.
+source "$HERE/../sasl/kdc.sh"
+KDC=$WORK/kdc
+start_kdc "$KDC" $((OFFSET + 90)) KAZOOTEST.ORG &&
+  kdc_principal "$KDC" zookeeper/127.0.0.1 "$KDC/server.keytab" &&
+  kdc_principal "$KDC" client "$KDC/client.keytab" ||
+  { echo "the test KDC did not start" >&2; exit 2; }
+trap 'stop_kdc "$KDC"' EXIT
+export KRB5_TEST_ENV=$KDC KRB5CCNAME=FILE:$KDC/ccache
 
 echo "== kazoo.tests against $TARGET, $SIZE server(s) (launcher: $HERE/launcher/java, work: $WORK)"
 start=$(date +%s)
