@@ -278,6 +278,10 @@ pub struct ClientAuthConfig {
     pub enforce_auth_schemes: Vec<String>,
     /// `allowSaslFailedClients`: a failed SASL exchange keeps its connection.
     pub allow_sasl_failed_clients: bool,
+    /// `kerberos.removeHostFromPrincipal`: a Kerberos identity drops its `/host`.
+    pub kerberos_remove_host: bool,
+    /// `kerberos.removeRealmFromPrincipal`: a Kerberos identity drops its `@REALM`.
+    pub kerberos_remove_realm: bool,
     /// The SASL server from the JAAS file's server section; set by
     /// [`Config::load_jaas`] (`None`: no file, or no such section: SASL is off).
     pub sasl_server: Option<crate::sasl::SaslServerConfig>,
@@ -296,6 +300,8 @@ impl ClientAuthConfig {
                     | "enforce.auth.enabled"
                     | "enforce.auth.schemes"
                     | "allowSaslFailedClients"
+                    | "kerberos.removeHostFromPrincipal"
+                    | "kerberos.removeRealmFromPrincipal"
             )
     }
 
@@ -320,6 +326,8 @@ impl ClientAuthConfig {
                     .collect()
             }
             "allowSaslFailedClients" => self.allow_sasl_failed_clients = java_bool(value),
+            "kerberos.removeHostFromPrincipal" => self.kerberos_remove_host = java_bool(value),
+            "kerberos.removeRealmFromPrincipal" => self.kerberos_remove_realm = java_bool(value),
             _ if key.starts_with("authProvider.") => {
                 set_keyed(&mut self.auth_providers, key, value)
             }
@@ -365,6 +373,17 @@ impl ClientAuthConfig {
         }
         Ok(Some(self.enforce_auth_schemes.clone()))
     }
+}
+
+/// The default realm of the Kerberos configuration the library reads (`KRB5_CONFIG`'s
+/// first file, else /etc/krb5.conf), which ZooKeeper's KerberosName reads from Java's
+/// (`java.security.krb5.conf`, the same file in a deployment). `None`: no readable
+/// file or no `default_realm` (ZooKeeper then uses the empty realm).
+fn krb5_default_realm() -> Option<String> {
+    let path = std::env::var("KRB5_CONFIG").unwrap_or_else(|_| "/etc/krb5.conf".into());
+    let first = path.split(':').next()?;
+    let text = std::fs::read_to_string(first).ok()?;
+    crate::sasl::gssapi::default_realm(&text)
 }
 
 /// Sets `key`'s value in a list of keyed values (a key given twice keeps the last).
@@ -702,6 +721,8 @@ const PASS_THROUGH_KEYS: &[&str] = &[
     "enforce.auth.enabled",
     "enforce.auth.schemes",
     "allowSaslFailedClients",
+    "kerberos.removeHostFromPrincipal",
+    "kerberos.removeRealmFromPrincipal",
 ];
 
 /// Whether ZooKeeper reads `zookeeper.<key>` for this zoo.cfg key (see
@@ -982,6 +1003,13 @@ impl Config {
             .iter()
             .map(|(_, v)| v.clone())
             .collect();
+        if server.kerberos.is_some() {
+            server.name_rules = crate::sasl::gssapi::NameRules {
+                default_realm: krb5_default_realm().unwrap_or_default(),
+                remove_host: self.client_auth.kerberos_remove_host,
+                remove_realm: self.client_auth.kerberos_remove_realm,
+            };
+        }
         self.client_auth.sasl_server = Some(server);
         Ok(())
     }

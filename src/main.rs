@@ -149,6 +149,15 @@ fn main() -> ExitCode {
         eprintln!("keel: {e}");
         return ExitCode::from(2);
     }
+    // Before any thread starts: the keytab is named by an environment variable.
+    if let Some(login) = config
+        .client_auth
+        .sasl_server
+        .as_ref()
+        .and_then(|s| s.kerberos.as_ref())
+    {
+        keel::net::gss::Acceptor::prepare(login);
+    }
     // The level: RUST_LOG, else zoo.cfg's keel.logLevel, else -Dzookeeper.root.logger
     // (as an argument or in SERVER_JVMFLAGS), else info.
     let jvm_flags = std::env::var("SERVER_JVMFLAGS").unwrap_or_default();

@@ -180,6 +180,7 @@ pub async fn run(
         is_four_letter_word: crate::admin::fourlw::is_four_letter_word,
         x509_super_user: config.x509_super_user.clone(),
         busy_poll,
+        gssapi: crate::net::gss::Acceptor::for_config(&config)?,
         ensemble: true,
     };
     ports.serve(core_tx, params, shutdown).await;

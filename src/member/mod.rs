@@ -107,6 +107,7 @@ pub async fn run(
         is_four_letter_word: crate::admin::fourlw::is_four_letter_word,
         x509_super_user: config.x509_super_user.clone(),
         busy_poll,
+        gssapi: crate::net::gss::Acceptor::for_config(&config)?,
         ensemble: config.is_distributed(),
     };
     ports.serve(core_tx, params, shutdown).await;

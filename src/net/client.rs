@@ -8,6 +8,7 @@ use crate::config::Config;
 use crate::net::busy_poll::BusyPoll;
 use crate::net::tls;
 use crate::proto::{wire, Request};
+use crate::sasl::gssapi::GssapiServer;
 use crate::server::{Input, Outbound};
 use bytes::{Buf, Bytes, BytesMut};
 use jute::{ConnectRequest, Decoder, Id, Record, RequestHeader};
@@ -344,6 +345,10 @@ pub struct ClientParams {
     pub x509_super_user: Option<String>,
     /// Told of each read, so the CPU stays awake for the reply's next request.
     pub busy_poll: BusyPoll,
+    /// The Kerberos credential when the JAAS server section logs in with Kerberos: each
+    /// connection then runs its sasl tokens through its own GSSAPI exchange (see
+    /// [`crate::net::gss`] for why that happens here).
+    pub gssapi: Option<std::sync::Arc<crate::net::gss::Acceptor>>,
     /// Whether this member is in an ensemble: each request then carries its record's
     /// bytes for forwarding to the leader (see [`Input::Request`]'s `body`).
     pub ensemble: bool,
@@ -426,6 +431,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
 ) -> std::io::Result<()> {
     let mut handshaken = false;
     let mut wbuf = BytesMut::with_capacity(4096);
+    let mut gssapi = None;
     loop {
         // Hand every complete frame to the core first, all in one message. A malformed
         // frame still lets the ones before it through, then closes the connection.
@@ -446,7 +452,17 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
                         conn,
                         xid,
                         opcode,
-                        req,
+                        req: match (req, &params.gssapi) {
+                            (Request::Sasl(token), Some(acceptor)) => {
+                                // A short blocking library call (it reads the keytab)
+                                // on this connection's task, as ZooKeeper runs it on
+                                // the connection's thread.
+                                let exchange = gssapi
+                                    .get_or_insert_with(|| GssapiServer::new(acceptor.context()));
+                                Request::SaslGssapi(exchange.evaluate(&token))
+                            }
+                            (req, _) => req,
+                        },
                         body: request_body(packet, params.ensemble),
                     },
                     Err(e) => {

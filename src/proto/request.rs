@@ -190,6 +190,9 @@ pub enum Request {
     SetWatches(SetWatches2),
     /// sasl (102): GetSASLRequest's token, the client's next SASL message.
     Sasl(Vec<u8>),
+    /// sasl (102) on a Kerberos server: never decoded from the wire, but what the
+    /// connection task made of the token with its GSSAPI context (see `net::gss`).
+    SaslGssapi(Result<crate::sasl::gssapi::Step, crate::sasl::gssapi::GssapiError>),
     GetEphemerals(PathRequest),
     GetAllChildrenNumber(PathRequest),
     AddWatch(AddWatchRequest),
@@ -257,7 +260,7 @@ impl Request {
             Request::RemoveWatches(_) => "removeWatches",
             Request::Auth(_) => "auth",
             Request::SetWatches(_) => "setWatches",
-            Request::Sasl(_) => "sasl",
+            Request::Sasl(_) | Request::SaslGssapi(_) => "sasl",
             Request::GetEphemerals(_) => "getEphemerals",
             Request::GetAllChildrenNumber(_) => "getAllChildrenNumber",
             Request::AddWatch(_) => "addWatch",

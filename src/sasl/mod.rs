@@ -1,9 +1,12 @@
 //! SASL for clients (op 102), as ZooKeeper 3.8 runs it: the JAAS file's server section
 //! ([`jaas`]) gives the DIGEST-MD5 users, and each connection runs its own
-//! [`digest_md5::DigestMd5Server`]. Pure data and computation: the file is read by
-//! the caller, nonces come from the caller's randomness.
+//! [`digest_md5::DigestMd5Server`]; or it logs in with Kerberos, and each connection
+//! runs [`gssapi::GssapiServer`] over a Kerberos context. Pure data and computation:
+//! the file is read by the caller, nonces come from the caller's randomness, and the
+//! Kerberos library calls are behind [`gssapi::SecurityContext`].
 
 pub mod digest_md5;
+pub mod gssapi;
 pub mod jaas;
 
 use std::collections::HashMap;
@@ -23,15 +26,29 @@ pub struct SaslServerConfig {
     /// entry of the section (SaslServerCallbackHandler reads them from all entries).
     pub credentials: HashMap<String, String>,
     /// The section logs in with Kerberos (a `Krb5LoginModule` entry): ZooKeeper's
-    /// server then offers GSSAPI only (SecurityUtils.createSaslServer), which keel does
-    /// not implement yet; its sasl requests are answered UNIMPLEMENTED.
-    pub kerberos: bool,
+    /// server then offers GSSAPI only (SecurityUtils.createSaslServer: the subject has
+    /// a Kerberos principal), run by the connection tasks (`net::gss`).
+    pub kerberos: Option<Krb5Login>,
+    /// How a Kerberos client's identity is named (the configuration's default realm,
+    /// `kerberos.removeHostFromPrincipal`, `kerberos.removeRealmFromPrincipal`).
+    pub name_rules: gssapi::NameRules,
     /// `zookeeper.SASLAuthenticationProvider.superPassword`: the password of user
     /// `super`, over the file's (SaslServerCallbackHandler.handlePasswordCallback).
     pub super_password: Option<String>,
     /// `zookeeper.superUser` (and `zookeeper.superUser.*`): a SASL identity that also
     /// gets `super:` (ZooKeeperServer.isSaslSuperUser).
     pub super_users: Vec<String>,
+}
+
+/// A Krb5LoginModule entry's options keel uses (useKeyTab, storeKey, isInitiator are
+/// what an acceptor needs anyway: its key comes from the keytab).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Krb5Login {
+    /// `principal`: the server's principal, e.g. `zookeeper/host@REALM` (`None`: any
+    /// key of the keytab).
+    pub principal: Option<String>,
+    /// `keyTab`: the keytab file (`None`: the library's default, `KRB5_KTNAME`).
+    pub keytab: Option<String>,
 }
 
 impl SaslServerConfig {
@@ -43,7 +60,18 @@ impl SaslServerConfig {
         let mut config = SaslServerConfig::default();
         for entry in entries {
             if entry.module.ends_with("Krb5LoginModule") {
-                config.kerberos = true;
+                let option = |key: &str| {
+                    entry
+                        .options
+                        .iter()
+                        .rev()
+                        .find(|(k, _)| k == key)
+                        .map(|(_, v)| v.clone())
+                };
+                config.kerberos = Some(Krb5Login {
+                    principal: option("principal"),
+                    keytab: option("keyTab"),
+                });
             }
             for (key, value) in &entry.options {
                 if let Some(user) = key.strip_prefix(USER_PREFIX) {

@@ -627,7 +627,11 @@ impl Server {
                 .iter()
                 .any(|q| matches!(q, Queued::Txn(_) | Queued::Forwarded));
         let closing = c.closing || self.sessions.get(session_id).is_some_and(|s| s.closing);
-        if !matches!(req, Request::Auth(_) | Request::Sasl(_)) && !self.authenticated(conn, xid) {
+        let auth = matches!(
+            req,
+            Request::Auth(_) | Request::Sasl(_) | Request::SaslGssapi(_)
+        );
+        if !auth && !self.authenticated(conn, xid) {
             return;
         }
         if closing {

@@ -251,6 +251,10 @@ impl Server {
                 self.sasl(conn, xid, token);
                 return;
             }
+            Request::SaslGssapi(step) => {
+                self.sasl_gssapi(conn, xid, step.clone());
+                return;
+            }
             Request::Unknown(_) | Request::Rejected(_) => {
                 self.answer_refused(conn, xid, &req);
                 return;

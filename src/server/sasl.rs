@@ -4,11 +4,25 @@
 use super::{reply, Server};
 use crate::proto::ErrorCode;
 use crate::sasl::digest_md5::{DigestMd5Server, Step, RAW_NONCE_SIZE};
+use crate::sasl::{gssapi, SaslServerConfig};
 use crate::tree::acl;
 use crate::watch::ConnId;
 use bytes::BufMut;
 use jute::{Id, Record, ReplyHeader};
 use rand::RngCore;
+
+/// What one step of a connection's mechanism gives the server to do.
+enum Outcome {
+    /// Send this token; the exchange goes on.
+    Challenge(Vec<u8>),
+    /// Send this token (`None`: null) and add `sasl:<authorization_id>`.
+    Complete {
+        token: Option<Vec<u8>>,
+        authorization_id: String,
+    },
+    /// The mechanism refused the token (the reason is for the log).
+    Failed(String),
+}
 
 impl Server {
     /// Answers a sasl request carrying the client's next `token`. The reply is a
@@ -18,19 +32,15 @@ impl Server {
     /// (and `super:` for a `zookeeper.superUser`). A token the mechanism refuses is
     /// answered AUTHFAILED (SESSIONCLOSEDREQUIRESASLAUTH when SASL is required) with a
     /// null token and the connection is closed, unless `allowSaslFailedClients` keeps
-    /// it (then OK with a null token). A Kerberos-only section (GSSAPI, not implemented
-    /// yet) answers UNIMPLEMENTED.
+    /// it (then OK with a null token). On a Kerberos server the connection task runs
+    /// GSSAPI and sends [`Server::sasl_gssapi`] instead; a raw token then fails.
     pub(super) fn sasl(&mut self, conn: ConnId, xid: i32, token: &[u8]) {
         let Some(config) = self.settings.sasl.clone() else {
             return self.send(conn, sasl_reply(xid, 0, None));
         };
-        if config.kerberos {
-            tracing::warn!(conn, "SASL GSSAPI (Kerberos) is not implemented");
-            let zxid = self.last_zxid;
-            return self.send(
-                conn,
-                reply::header_only(xid, zxid, ErrorCode::Unimplemented.code()),
-            );
+        if config.kerberos.is_some() {
+            let reason = "GSSAPI token did not pass through a Kerberos context".to_string();
+            return self.sasl_outcome(conn, xid, &config, Outcome::Failed(reason));
         }
         let mut random = [0u8; RAW_NONCE_SIZE];
         let needs_server = self.conns.get(&conn).is_some_and(|c| c.sasl.is_none());
@@ -41,13 +51,76 @@ impl Server {
             return;
         };
         let mechanism = c.sasl.get_or_insert_with(|| DigestMd5Server::new(random));
-        let session = format!("0x{:x}", c.session_id);
-        match mechanism.evaluate(token, |user| config.password(user)) {
-            Ok(Step::Challenge(challenge)) => self.send(conn, sasl_reply(xid, 0, Some(&challenge))),
+        let outcome = match mechanism.evaluate(token, |user| config.password(user)) {
+            Ok(Step::Challenge(challenge)) => Outcome::Challenge(challenge),
             Ok(Step::Complete {
                 token,
                 authorization_id,
+            }) => Outcome::Complete {
+                token: Some(token),
+                authorization_id,
+            },
+            Err(e) => Outcome::Failed(e.to_string()),
+        };
+        self.sasl_outcome(conn, xid, &config, outcome);
+    }
+
+    /// Answers a sasl request on a Kerberos server: `step` is what the connection's
+    /// GSSAPI exchange made of the token (`net::gss`). A completed exchange names the
+    /// client by [`crate::sasl::gssapi::NameRules::authorized_id`] and gets a null
+    /// token (Java's GssKrb5Server's last step returns null). Otherwise as
+    /// [`Server::sasl`].
+    pub(super) fn sasl_gssapi(
+        &mut self,
+        conn: ConnId,
+        xid: i32,
+        step: Result<gssapi::Step, gssapi::GssapiError>,
+    ) {
+        let Some(config) = self.settings.sasl.clone() else {
+            return self.send(conn, sasl_reply(xid, 0, None));
+        };
+        let outcome = match step {
+            Ok(gssapi::Step::Challenge(token)) => Outcome::Challenge(token),
+            Ok(gssapi::Step::Complete {
+                authentication_id,
+                authorization_id,
             }) => {
+                tracing::info!(
+                    authentication_id,
+                    authorization_id,
+                    "successfully authenticated client"
+                );
+                let id = config
+                    .name_rules
+                    .authorized_id(&authentication_id, &authorization_id);
+                tracing::info!(authorized_id = id, "setting authorizedID");
+                Outcome::Complete {
+                    token: None,
+                    authorization_id: id,
+                }
+            }
+            Err(e) => Outcome::Failed(e.to_string()),
+        };
+        self.sasl_outcome(conn, xid, &config, outcome);
+    }
+
+    fn sasl_outcome(
+        &mut self,
+        conn: ConnId,
+        xid: i32,
+        config: &SaslServerConfig,
+        outcome: Outcome,
+    ) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let session = format!("0x{:x}", c.session_id);
+        match outcome {
+            Outcome::Challenge(challenge) => self.send(conn, sasl_reply(xid, 0, Some(&challenge))),
+            Outcome::Complete {
+                token,
+                authorization_id,
+            } => {
                 tracing::info!(
                     session,
                     authorization_id,
@@ -70,9 +143,9 @@ impl Server {
                         },
                     );
                 }
-                self.send(conn, sasl_reply(xid, 0, Some(&token)));
+                self.send(conn, sasl_reply(xid, 0, token.as_deref()));
             }
-            Err(e) => {
+            Outcome::Failed(e) => {
                 let addr = c.addr;
                 tracing::warn!(conn, %addr, error = %e, "client failed to SASL authenticate");
                 let required = self.sasl_required();

@@ -386,7 +386,12 @@ impl Server {
     /// `arrived_ms` and the bytes it reads. Auth packets do not count (ZooKeeper answers
     /// them before its request pipeline).
     pub(super) fn note_read(&mut self, conn: ConnId, opcode: i32, req: &Request, arrived_ms: i64) {
-        if opcode == op::AUTH || matches!(req, Request::Auth(_) | Request::Sasl(_)) {
+        if opcode == op::AUTH
+            || matches!(
+                req,
+                Request::Auth(_) | Request::Sasl(_) | Request::SaslGssapi(_)
+            )
+        {
             return;
         }
         let latency_ms = (self.now_ms - arrived_ms).max(0) as u64;
