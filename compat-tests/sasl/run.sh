@@ -16,9 +16,15 @@
 #     flags): the follower runs the exchange, and the writes it forwards carry the
 #     connection's sasl (and super) ids to the leader's ACL checks (`auth` ACLs, super's
 #     setAcl); diffed against ZooKeeper's standalone transcript.
+#  4. Kerberos (GSSAPI): a KDC started here (kdc.sh, realm KEEL.TEST), each server with
+#     a Krb5LoginModule Server section (zookeeper/localhost, keytab); zkCli.sh phases
+#     whose Client section logs in from a keytab as alice or bob, without SASL, or as
+#     mallory, a principal the KDC no longer knows: sasl ACLs for the Kerberos
+#     identities, whoami, the refusal. Masked and diffed as 1.
 #   usage: run.sh            Env: SASL_PORT_A / SASL_PORT_B (2130 / 2131),
-#                            SASL_ENSEMBLE_BASE (2150: ports BASE+1..BASE+23), KEEL_BIN.
-# Exit 0 when both diffs are empty. Work dir: ${WORK:-/tmp/keel-compat/sasl}.
+#                            SASL_ENSEMBLE_BASE (2150: ports BASE+1..BASE+23),
+#                            SASL_KDC_PORT (2145), KEEL_BIN.
+# Exit 0 when every diff is empty. Work dir: ${WORK:-/tmp/keel-compat/sasl}.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../lib.sh
@@ -41,8 +47,12 @@ Server {
     user_bob="bob_pw";
 };
 JAAS
-client_jaas() { # USER PASSWORD -> file
+client_jaas() { # USER PASSWORD -> file (with KRB5_CLIENT set: a Kerberos login of USER)
   local f=$WORK/client-$1-$2.jaas
+  if [ -n "${KRB5_CLIENT:-}" ]; then
+    printf 'Client {\n    com.sun.security.auth.module.Krb5LoginModule required\n    useKeyTab=true\n    keyTab="%s"\n    storeKey=true\n    useTicketCache=false\n    principal="%s@KEEL.TEST";\n};\n' "$KDC/$1.keytab" "$1" > "$f"
+    echo "$f"; return
+  fi
   printf 'Client {\n    org.apache.zookeeper.server.auth.DigestLoginModule required\n    username="%s"\n    password="%s";\n};\n' "$1" "$2" > "$f"
   echo "$f"
 }
@@ -109,8 +119,8 @@ run_phases() { # KIND PORT TRANSCRIPT
     fi
     # The pause before quit lets an AuthFailed event print before the client exits.
     { printf '%s' "$cmds"; sleep 2; echo quit; } |
-      CLIENT_JVMFLAGS=${jaas:+-Djava.security.auth.login.config=$jaas} TZ=UTC timeout 120 \
-        "$ZKCLI" -server "127.0.0.1:$port" >> "$out" 2>&1
+      CLIENT_JVMFLAGS="${jaas:+-Djava.security.auth.login.config=$jaas} ${KRB5_CLIENT:-}" TZ=UTC timeout 120 \
+        "$ZKCLI" -server "${SASL_HOST:-127.0.0.1}:$port" >> "$out" 2>&1
   done <<< "$PHASES"
 }
 
@@ -143,4 +153,68 @@ else fail=1; echo "sasl: zkCli FAIL"; fi
 if diff -u --label "zk" --label "keel" "$WORK/raw-zk.txt" "$WORK/raw-keel.txt"; then
   echo "sasl: raw PASS ($(grep -vc '^  bystander' "$WORK/raw-zk.txt") cases identical, bystander answered after each)"
 else fail=1; echo "sasl: raw FAIL"; fi
+
+# 4. Kerberos. The client names the server zookeeper/<host it connects to>: localhost.
+# shellcheck source=kdc.sh
+source "$HERE/kdc.sh"
+KDC=$WORK/kdc
+if start_kdc "$KDC" "${SASL_KDC_PORT:-2145}" KEEL.TEST &&
+   kdc_principal "$KDC" zookeeper/localhost "$KDC/server.keytab" &&
+   kdc_principal "$KDC" alice "$KDC/alice.keytab" &&
+   kdc_principal "$KDC" bob "$KDC/bob.keytab" &&
+   kdc_principal "$KDC" mallory "$KDC/mallory.keytab" &&
+   kadmin.local -q "delprinc -force mallory" >> "$KDC/kadmin.log" 2>&1; then
+  cat > "$WORK/server-krb5.jaas" <<JAAS
+Server {
+    com.sun.security.auth.module.Krb5LoginModule required
+    useKeyTab=true
+    keyTab="$KDC/server.keytab"
+    storeKey=true
+    useTicketCache=false
+    principal="zookeeper/localhost@KEEL.TEST";
+};
+JAAS
+  FLAGS="-Djava.security.auth.login.config=$WORK/server-krb5.jaas -Djava.security.krb5.conf=$KRB5_CONFIG -Dzookeeper.superUser=alice@KEEL.TEST"
+  export ZK_JVMFLAGS=$FLAGS SERVER_JVMFLAGS=$FLAGS
+  export KRB5_CLIENT="-Djava.security.krb5.conf=$KRB5_CONFIG" SASL_HOST=localhost
+  PHASES='alice -
+whoami
+create /k kdata sasl:alice@KEEL.TEST:cdrwa
+create /kb bdata sasl:bob@KEEL.TEST:r
+getAcl /k
+get /k
+get /kb
+
+bob -
+whoami
+get /k
+get /kb
+setAcl /kb world:anyone:r
+
+- -
+whoami
+get /k
+get /kb
+
+mallory -
+whoami
+get /kb
+'
+  for kind in zk keel; do
+    port=$PORT_A; [ "$kind" = keel ] && port=$PORT_B
+    if start_server "$kind" "$WORK/krb5-$kind" "$port" "$EXTRA_CFG"; then
+      run_phases "$kind" "$port" "$WORK/krb5-$kind.raw"
+      stop_server "$WORK/krb5-$kind"
+    else
+      echo "could not start $kind" > "$WORK/krb5-$kind.raw"
+    fi
+    bash "$HERE/../zkcli/run.sh" --mask < "$WORK/krb5-$kind.raw" | clean > "$WORK/krb5-$kind.masked"
+  done
+  if diff -u --label "zk (masked)" --label "keel (masked)" "$WORK/krb5-zk.masked" "$WORK/krb5-keel.masked"; then
+    echo "sasl: Kerberos zkCli PASS ($(wc -l < "$WORK/krb5-zk.masked") lines identical after masking)"
+  else fail=1; echo "sasl: Kerberos zkCli FAIL"; fi
+else
+  fail=1; echo "sasl: Kerberos FAIL (the test KDC did not start)"
+fi
+stop_kdc "$KDC"
 exit $fail
