@@ -97,3 +97,34 @@ impl SaslServerConfig {
         !id.is_empty() && self.super_users.iter().any(|s| s == id)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn krb5_login_module_gives_the_kerberos_login() {
+        // The Server section Kazoo's harness writes for its GSSAPI tests.
+        let jaas = jaas::JaasConfig::parse(
+            "Server {\n  com.sun.security.auth.module.Krb5LoginModule required\n  debug=true\n  \
+             isInitiator=false\n  useKeyTab=true\n  keyTab=\"/k/server.keytab\"\n  storeKey=true\n  \
+             useTicketCache=false\n  principal=\"zookeeper/127.0.0.1@KAZOOTEST.ORG\";\n};",
+        )
+        .unwrap();
+        let config = SaslServerConfig::from_jaas(&jaas, DEFAULT_SERVER_SECTION).unwrap();
+        assert_eq!(
+            config.kerberos,
+            Some(Krb5Login {
+                principal: Some("zookeeper/127.0.0.1@KAZOOTEST.ORG".into()),
+                keytab: Some("/k/server.keytab".into()),
+            })
+        );
+        assert!(config.credentials.is_empty());
+        let digest = jaas::JaasConfig::parse(
+            "Server { org.apache.zookeeper.server.auth.DigestLoginModule required user_a=\"b\"; };",
+        )
+        .unwrap();
+        let config = SaslServerConfig::from_jaas(&digest, DEFAULT_SERVER_SECTION).unwrap();
+        assert_eq!(config.kerberos, None);
+    }
+}

@@ -224,7 +224,8 @@ mod tests {
     use super::super::{Input, Outbound, Server, Settings};
     use crate::proto::{opcode as op, ErrorCode, Request};
     use crate::sasl::digest_md5::client_response;
-    use crate::sasl::SaslServerConfig;
+    use crate::sasl::gssapi::{GssapiError, NameRules, Step as GssStep};
+    use crate::sasl::{Krb5Login, SaslServerConfig};
     use bytes::Bytes;
 
     /// The time the tests run at, ms (it seeds session ids, which must not be 0).
@@ -377,6 +378,79 @@ mod tests {
         exists(&mut s, 3);
         let got = replies(&mut s, 3);
         assert_eq!((got.len(), got[0].0, got[0].2), (1, 0, false));
+    }
+
+    /// A Kerberos server (GSSAPI run by the connection task) with `rules`.
+    fn kerberos_server(rules: NameRules) -> Server {
+        let mut s = server(None);
+        let mut sasl = SaslServerConfig::default();
+        sasl.kerberos = Some(Krb5Login::default());
+        sasl.name_rules = rules;
+        sasl.super_users = vec!["admin".into()];
+        s.settings.sasl = Some(std::sync::Arc::new(sasl));
+        s
+    }
+
+    fn gssapi(s: &mut Server, conn: u64, step: Result<GssStep, GssapiError>) {
+        send(s, conn, 3, op::SASL, Request::SaslGssapi(step));
+    }
+
+    #[test]
+    fn gssapi_completion_names_the_principal_by_the_rules() {
+        let rules = NameRules {
+            default_realm: "KEEL.TEST".into(),
+            remove_host: true,
+            remove_realm: false,
+        };
+        let mut s = kerberos_server(rules);
+        connect(&mut s, 1);
+        gssapi(&mut s, 1, Ok(GssStep::Challenge(b"ap-rep".to_vec())));
+        assert_eq!(
+            replies(&mut s, 1),
+            vec![(0, Some(b"ap-rep".to_vec()), false)]
+        );
+        let done = GssStep::Complete {
+            authentication_id: "svc/host.example@KEEL.TEST".into(),
+            authorization_id: "someone-else".into(),
+        };
+        gssapi(&mut s, 1, Ok(done));
+        // The last reply's token is null, as Java's GssKrb5Server's.
+        assert_eq!(replies(&mut s, 1), vec![(0, None, false)]);
+        let ids: Vec<_> = s.conns[&1]
+            .identities
+            .iter()
+            .map(|i| format!("{}:{}", i.scheme, i.id))
+            .collect();
+        assert!(ids.contains(&"sasl:svc@KEEL.TEST".to_string()), "{ids:?}");
+        assert!(!ids.iter().any(|i| i.starts_with("super:")));
+    }
+
+    #[test]
+    fn gssapi_super_user_and_failure() {
+        let rules = NameRules {
+            default_realm: "KEEL.TEST".into(),
+            remove_host: false,
+            remove_realm: true,
+        };
+        let mut s = kerberos_server(rules);
+        connect(&mut s, 1);
+        let done = GssStep::Complete {
+            authentication_id: "admin@KEEL.TEST".into(),
+            authorization_id: "admin@KEEL.TEST".into(),
+        };
+        gssapi(&mut s, 1, Ok(done));
+        replies(&mut s, 1);
+        assert!(s.conns[&1].identities.iter().any(|i| i.scheme == "super"));
+        connect(&mut s, 2);
+        gssapi(&mut s, 2, Err(GssapiError::UnsupportedLayer(4)));
+        assert_eq!(
+            replies(&mut s, 2),
+            vec![(ErrorCode::AuthFailed.code(), None, false), (0, None, true)]
+        );
+        // A raw token never reaches a Kerberos server's exchange: refused the same way.
+        connect(&mut s, 3);
+        send(&mut s, 3, 1, op::SASL, Request::Sasl(b"ap-req".to_vec()));
+        assert_eq!(replies(&mut s, 3)[0].0, ErrorCode::AuthFailed.code());
     }
 
     #[test]
