@@ -383,10 +383,12 @@ mod tests {
     /// A Kerberos server (GSSAPI run by the connection task) with `rules`.
     fn kerberos_server(rules: NameRules) -> Server {
         let mut s = server(None);
-        let mut sasl = SaslServerConfig::default();
-        sasl.kerberos = Some(Krb5Login::default());
-        sasl.name_rules = rules;
-        sasl.super_users = vec!["admin".into()];
+        let sasl = SaslServerConfig {
+            kerberos: Some(Krb5Login::default()),
+            name_rules: rules,
+            super_users: vec!["admin".into()],
+            ..SaslServerConfig::default()
+        };
         s.settings.sasl = Some(std::sync::Arc::new(sasl));
         s
     }
