@@ -196,20 +196,21 @@ def twice_complete():
     return f"third token err {err} token {tok}"
 
 
-out, recorded = good_exchange()
-show("good exchange", out)
-check_bystander("good exchange")
-case("replayed response on a new connection", lambda: replay(recorded))
-case("wrong password", lambda: exchange_as("alice", "wrong"))
-# An unknown user with a password no user has: ZooKeeper 3.8 checks an unknown user's
-# response against the password of the last user its shared SaslServerCallbackHandler
-# looked up (alice's here), so mallory with alice_pw passes there; keel refuses it.
-case("unknown user", lambda: exchange_as("mallory", "mallory_pw"))
-case("malformed response", after_challenge(b"this is not a digest-response"))
-case("response missing its nonce", after_challenge(b'username="alice",realm="zk-sasl-md5",nc=00000001,cnonce="x",digest-uri="zookeeper/zk-sasl-md5",response=00000000000000000000000000000000,qop=auth'))
-case("non-empty first token", first_token(b"hello"))
-case("token over 4096 bytes (under jute.maxbuffer)", after_challenge(b"a" * 5000))
-case("token over jute.maxbuffer", first_token(b"a" * (1 << 20)))
-case("sasl before the handshake", before_handshake)
-case("null token", null_token)
-case("token after completion", twice_complete)
+if __name__ == "__main__":
+    out, recorded = good_exchange()
+    show("good exchange", out)
+    check_bystander("good exchange")
+    case("replayed response on a new connection", lambda: replay(recorded))
+    case("wrong password", lambda: exchange_as("alice", "wrong"))
+    # An unknown user with a password no user has: ZooKeeper 3.8 checks an unknown user's
+    # response against the password of the last user its shared SaslServerCallbackHandler
+    # looked up (alice's here), so mallory with alice_pw passes there; keel refuses it.
+    case("unknown user", lambda: exchange_as("mallory", "mallory_pw"))
+    case("malformed response", after_challenge(b"this is not a digest-response"))
+    case("response missing its nonce", after_challenge(b'username="alice",realm="zk-sasl-md5",nc=00000001,cnonce="x",digest-uri="zookeeper/zk-sasl-md5",response=00000000000000000000000000000000,qop=auth'))
+    case("non-empty first token", first_token(b"hello"))
+    case("token over 4096 bytes (under jute.maxbuffer)", after_challenge(b"a" * 5000))
+    case("token over jute.maxbuffer", first_token(b"a" * (1 << 20)))
+    case("sasl before the handshake", before_handshake)
+    case("null token", null_token)
+    case("token after completion", twice_complete)

@@ -20,7 +20,8 @@
 #     a Krb5LoginModule Server section (zookeeper/localhost, keytab); zkCli.sh phases
 #     whose Client section logs in from a keytab as alice or bob, without SASL, or as
 #     mallory, a principal the KDC no longer knows: sasl ACLs for the Kerberos
-#     identities, whoami, the refusal. Masked and diffed as 1.
+#     identities, whoami, the refusal. Masked and diffed as 1. Then raw_gssapi.py: a
+#     good exchange from raw tokens, a replayed AP-REQ, malformed tokens; diffed as 2.
 #   usage: run.sh            Env: SASL_PORT_A / SASL_PORT_B (2130 / 2131),
 #                            SASL_ENSEMBLE_BASE (2150: ports BASE+1..BASE+23),
 #                            SASL_KDC_PORT (2145), KEEL_BIN.
@@ -177,6 +178,9 @@ JAAS
   FLAGS="-Djava.security.auth.login.config=$WORK/server-krb5.jaas -Djava.security.krb5.conf=$KRB5_CONFIG -Dzookeeper.superUser=alice@KEEL.TEST"
   export ZK_JVMFLAGS=$FLAGS SERVER_JVMFLAGS=$FLAGS
   export KRB5_CLIENT="-Djava.security.krb5.conf=$KRB5_CONFIG" SASL_HOST=localhost
+  # raw_gssapi.py runs in Kazoo's venv (the kerberos module) with a ticket of alice's.
+  VENV=$(bash "$HERE/../kazoo/setup.sh" | tail -n1)
+  KRB5CCNAME=FILE:$KDC/alice.ccache kinit -kt "$KDC/alice.keytab" alice@KEEL.TEST
   PHASES='alice -
 whoami
 create /k kdata sasl:alice@KEEL.TEST:cdrwa
@@ -204,6 +208,8 @@ get /kb
     port=$PORT_A; [ "$kind" = keel ] && port=$PORT_B
     if start_server "$kind" "$WORK/krb5-$kind" "$port" "$EXTRA_CFG"; then
       run_phases "$kind" "$port" "$WORK/krb5-$kind.raw"
+      KRB5CCNAME=FILE:$KDC/alice.ccache timeout 300 "$VENV/bin/python" "$HERE/raw_gssapi.py" "$port" \
+        > "$WORK/raw-krb5-$kind.txt" 2>&1
       stop_server "$WORK/krb5-$kind"
     else
       echo "could not start $kind" > "$WORK/krb5-$kind.raw"
@@ -213,6 +219,10 @@ get /kb
   if diff -u --label "zk (masked)" --label "keel (masked)" "$WORK/krb5-zk.masked" "$WORK/krb5-keel.masked"; then
     echo "sasl: Kerberos zkCli PASS ($(wc -l < "$WORK/krb5-zk.masked") lines identical after masking)"
   else fail=1; echo "sasl: Kerberos zkCli FAIL"; fi
+  if grep -q "has alice@KEEL.TEST: True" "$WORK/raw-krb5-zk.txt" &&
+     diff -u --label "zk" --label "keel" "$WORK/raw-krb5-zk.txt" "$WORK/raw-krb5-keel.txt"; then
+    echo "sasl: Kerberos raw PASS ($(grep -vc '^  bystander' "$WORK/raw-krb5-zk.txt") cases identical, bystander answered after each)"
+  else fail=1; echo "sasl: Kerberos raw FAIL"; fi
 else
   fail=1; echo "sasl: Kerberos FAIL (the test KDC did not start)"
 fi
