@@ -40,6 +40,12 @@ CONF
 CONF
   : > "$dir/kadm5.acl"
   export KRB5_CONFIG=$dir/krb5.conf KRB5_KDC_PROFILE=$dir/kdc.conf
+  # A KDC left on the port (krb5kdc does not fail when it cannot bind) would answer
+  # with another database.
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    echo "start_kdc: port $port is already in use" >&2
+    return 1
+  fi
   kdb5_util -r "$realm" create -s -P "kdc-master-$$" >"$dir/create.log" 2>&1 ||
     { echo "kdb5_util create failed: $(cat "$dir/create.log")" >&2; return 1; }
   krb5kdc -r "$realm" -P "$dir/kdc.pid" ||

@@ -159,6 +159,7 @@ else fail=1; echo "sasl: raw FAIL"; fi
 # shellcheck source=kdc.sh
 source "$HERE/kdc.sh"
 KDC=$WORK/kdc
+trap 'stop_kdc "$KDC"' EXIT
 if start_kdc "$KDC" "${SASL_KDC_PORT:-2145}" KEEL.TEST &&
    kdc_principal "$KDC" zookeeper/localhost "$KDC/server.keytab" &&
    kdc_principal "$KDC" alice "$KDC/alice.keytab" &&
