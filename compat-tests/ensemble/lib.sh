@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A 3-member ensemble on loopback, of keel or of real ZooKeeper 3.8. Source this file.
-#   start_ensemble KIND DIR BASE [EXTRA_CFG]   KIND = keel | zk; waits for one leader
-#                                             and two followers
+#   start_ensemble KIND DIR BASE [EXTRA_CFG]   KIND = keel | zk, or one per member
+#                                             (keel,zk,zk: a mixed ensemble, member i
+#                                             the i-th; the last kind repeats for more);
+#                                             waits for one leader and two followers
 #   stop_ensemble DIR
 #   ensemble_port DIR leader|follower         the client port of a member in that mode
 # Member i (1..3) has clientPort BASE+10*(i-1)+1, quorum port +2, election port +3,
@@ -48,15 +50,21 @@ wait_ensemble() { # DIR [TRIES]
   return 1
 }
 
-start_ensemble() { # KIND DIR BASE [EXTRA_CFG]
-  local kind=$1 dir=$2 base=$3 extra=${4:-} cmd i j m q
-  case $kind in
-  keel) cmd=$KEEL_BIN ;;
-  zk) cmd=$ENSEMBLE_HERE/zk-exec.sh ;;
-  *) echo "start_ensemble: unknown kind $kind" >&2; return 2 ;;
+member_cmd() { # KIND: the program that runs a member of that kind on its zoo.cfg
+  case $1 in
+  keel) echo "$KEEL_BIN" ;;
+  zk) echo "$ENSEMBLE_HERE/zk-exec.sh" ;;
+  *) echo "start_ensemble: unknown kind $1" >&2; return 2 ;;
   esac
+}
+
+start_ensemble() { # KIND DIR BASE [EXTRA_CFG]
+  local dir=$2 base=$3 extra=${4:-} kinds cmd i j m q
+  IFS=, read -r -a kinds <<< "$1"
+  for i in "${kinds[@]}"; do member_cmd "$i" >/dev/null || return 2; done
   rm -rf "$dir"; mkdir -p "$dir"
   for i in $(ensemble_members); do
+    cmd=$(member_cmd "${kinds[$(( i <= ${#kinds[@]} ? i - 1 : ${#kinds[@]} - 1 ))]}")
     m=$dir/m$i; mkdir -p "$m/data"; echo $i > "$m/data/myid"
     {
       echo "tickTime=${ENSEMBLE_TICK_MS:-500}"; echo "initLimit=10"; echo "syncLimit=5"

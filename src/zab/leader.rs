@@ -57,6 +57,10 @@ struct Handler {
     queued_upto: Zxid,
     /// The highest zxid a COMMIT (or INFORM) was queued for.
     commit_sent_upto: Zxid,
+    /// Where a DIFF or TRUNC sync started (the learner's own log ends there); None
+    /// after a SNAP. The txns up to it get no COMMIT of their own: the learner had no
+    /// PROPOSAL of them on this connection.
+    synced_from_log: Option<Zxid>,
     /// The highest zxid it acknowledged as durable.
     acked: Zxid,
     /// The last logged zxid its ACKEPOCH reported (0 before): where its sync starts.
@@ -68,6 +72,24 @@ impl Handler {
     fn forwarding(&self) -> bool {
         matches!(self.stage, Stage::Syncing { .. } | Stage::Synced)
     }
+
+    /// A participant past NEWLEADER but not yet sent UPTODATE gets PROPOSALs but no
+    /// COMMIT: ZooKeeper's learner logs the sync's PROPOSALs at NEWLEADER and applies
+    /// COMMITs in order only once in broadcast; a COMMIT in between for a txn proposed
+    /// before NEWLEADER throws in its `syncWithLeader` (3.8.0, seen under a keel
+    /// leader: the follower resynced again and again under load). The COMMITs go out
+    /// right after UPTODATE.
+    fn holds_commits(&self) -> bool {
+        !self.observer && self.forwarding() && !self.uptodate_sent
+    }
+}
+
+/// How a sync starts: SNAP (the learner applies the snapshot) or DIFF / TRUNC (it
+/// keeps its own log).
+#[derive(Clone, Copy)]
+enum SyncKind {
+    Snap,
+    LogBased,
 }
 
 /// A leader from its election until it steps down.
@@ -265,6 +287,7 @@ impl Leader {
                         uptodate_sent: false,
                         queued_upto: 0,
                         commit_sent_upto: 0,
+                        synced_from_log: None,
                         acked: 0,
                         peer_last_zxid: 0,
                         last_heard_ms: now,
@@ -439,10 +462,38 @@ impl Leader {
             }));
         }
         self.commit(ctx);
+        let committed = ctx.log.committed();
         for (&sid, h) in self.handlers.iter_mut() {
             if h.stage == Stage::Synced && !h.uptodate_sent {
                 h.uptodate_sent = true;
                 ctx.send(sid, Message::UpToDate);
+                if h.observer {
+                    continue;
+                }
+                // The COMMITs held since NEWLEADER (`holds_commits`), in zxid order; the
+                // window kept their txns (`commit`'s pin).
+                let upto = committed.min(h.queued_upto);
+                let held: Vec<Zxid> = ctx
+                    .log
+                    .after(h.commit_sent_upto)
+                    .take_while(|t| t.zxid <= upto)
+                    .map(|t| t.zxid)
+                    .collect();
+                for z in held {
+                    ctx.send(sid, Message::Commit { zxid: z });
+                    h.commit_sent_upto = z;
+                }
+                // A learner that got no txn since its DIFF or TRUNC may hold our
+                // committed txns without knowing they are committed (a restarted keel
+                // member applies only its snapshot); a later COMMIT would tell it, but
+                // none may come. A ZooKeeper learner applied its log at start-up and
+                // only logs "without seeing txn" for this one.
+                if let Some(from) = h.synced_from_log {
+                    let z = committed.min(from);
+                    if h.queued_upto == from && z > 0 {
+                        ctx.send(sid, Message::Commit { zxid: z });
+                    }
+                }
             }
         }
         Next::Stay
@@ -558,10 +609,16 @@ impl Leader {
         let last = ctx.log.last();
         let committed = ctx.log.committed();
         let h = self.handlers.get_mut(&sid).expect("handler to sync");
-        match first {
-            Message::Snap { zxid: z, .. } => ctx.emit(Action::SendSnapshot { to: sid, zxid: z }),
-            other => ctx.send(sid, other),
-        }
+        let first_kind = match first {
+            Message::Snap { zxid: z, .. } => {
+                ctx.emit(Action::SendSnapshot { to: sid, zxid: z });
+                SyncKind::Snap
+            }
+            other => {
+                ctx.send(sid, other);
+                SyncKind::LogBased
+            }
+        };
         // Observers get committed txns only; the rest reaches them as INFORM.
         let upto = if h.observer { committed } else { last };
         let mut sent = from;
@@ -575,7 +632,6 @@ impl Leader {
                     .collect::<Vec<_>>(),
             )
             .collect();
-        let mut last_commit = None;
         for t in txns {
             let z = t.zxid;
             ctx.send(
@@ -587,17 +643,18 @@ impl Leader {
             );
             if z <= committed {
                 ctx.send(sid, Message::Commit { zxid: z });
-                last_commit = Some(z);
             }
             sent = z;
         }
-        if last_commit.is_none() && committed > 0 && committed <= from && from > 0 {
-            // The learner holds our committed txns already but may not know they are
-            // committed (a restarted member applies only its snapshot).
-            ctx.send(sid, Message::Commit { zxid: committed });
-        }
         h.queued_upto = sent.max(from);
-        h.commit_sent_upto = committed.min(h.queued_upto);
+        // A COMMIT of a txn with no PROPOSAL on this connection breaks a ZooKeeper
+        // learner (ZkLearnerStream in tests/sim/check.rs): none for the txns up to
+        // `from`, which the learner holds already (see `synced_from_log`).
+        h.commit_sent_upto = committed.min(h.queued_upto).max(from);
+        h.synced_from_log = match first_kind {
+            SyncKind::Snap => None,
+            SyncKind::LogBased => Some(from),
+        };
         h.stage = Stage::Syncing {
             newleader_upto: h.queued_upto,
         };
@@ -695,11 +752,14 @@ impl Leader {
         // continuous writes: the learner waited out initLimit, again and again). The
         // pin lasts at most until the learner's handler goes (initLimit), so the
         // window grows by at most what commits in that time.
+        // A learner between NEWLEADER and UPTODATE pins it too, from its last COMMIT:
+        // its held COMMITs go out at UPTODATE (within initLimit, or the handler goes).
         let pin = self
             .handlers
             .values()
             .filter_map(|h| match h.stage {
                 Stage::ReadingLog { upto, .. } => Some(upto),
+                _ if h.holds_commits() => Some(h.commit_sent_upto),
                 _ => None,
             })
             .min();
@@ -707,6 +767,9 @@ impl Leader {
         ctx.emit(Action::Commit { upto });
         for (&sid, h) in self.handlers.iter_mut() {
             if !h.forwarding() {
+                continue;
+            }
+            if h.holds_commits() {
                 continue;
             }
             for t in &newly {

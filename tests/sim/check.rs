@@ -1,7 +1,8 @@
 //! The invariants checked after every step of the simulation.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
+use keel::zab::message::Message;
 use keel::zab::{Sid, Txn, Zxid};
 
 /// Everything the checker has seen so far.
@@ -82,6 +83,99 @@ impl Checker {
                     "acknowledged txn {z:#x} is not in the committed history"
                 ));
             }
+        }
+        Ok(())
+    }
+}
+
+/// What Apache ZooKeeper 3.8's learner does with the stream a leader sends it on one
+/// quorum connection (`Learner.syncWithLeader`, `FollowerZooKeeperServer.commit`), as
+/// far as the order of PROPOSALs and COMMITs goes: a keel leader must send a stream a
+/// ZooKeeper follower takes without failing (a mixed ensemble, issue 17). Found by
+/// running ZooKeeper 3.8.0 followers under a keel leader: a COMMIT while no PROPOSAL is
+/// pending in the sync throws a NullPointerException in `syncWithLeader` (the follower
+/// drops and resyncs, again and again under load); a COMMIT that is not for the oldest
+/// pending txn after UPTODATE makes it exit (UNMATCHED_TXN_COMMIT); in a SNAP or TRUNC
+/// sync before NEWLEADER a COMMIT not for the oldest pending PROPOSAL is not applied.
+#[derive(Default)]
+pub struct ZkLearnerStream {
+    /// DIFF, SNAP or TRUNC seen.
+    syncing: bool,
+    /// SNAP or TRUNC: COMMITs before NEWLEADER apply at once (ZooKeeper's
+    /// `snapshotNeeded`, `!writeToTxnLog`).
+    apply_now: bool,
+    newleader: bool,
+    uptodate: bool,
+    /// `packetsNotCommitted`: PROPOSALs of the sync not yet logged.
+    not_committed: VecDeque<Zxid>,
+    /// `packetsCommitted`: COMMITs of the sync, committed at UPTODATE.
+    committed: Vec<Zxid>,
+    /// `pendingTxns`: logged, awaiting their COMMIT.
+    pending: VecDeque<Zxid>,
+}
+
+impl ZkLearnerStream {
+    /// The leader queued `msg` on this connection.
+    pub fn on_leader_msg(&mut self, msg: &Message) -> Result<(), String> {
+        match *msg {
+            Message::Diff { .. } | Message::Snap { .. } | Message::Trunc { .. } => {
+                *self = ZkLearnerStream {
+                    syncing: true,
+                    apply_now: !matches!(msg, Message::Diff { .. }),
+                    ..ZkLearnerStream::default()
+                };
+            }
+            _ if !self.syncing => {}
+            Message::Proposal { zxid, .. } if self.uptodate => self.pending.push_back(zxid),
+            Message::Proposal { zxid, .. } => self.not_committed.push_back(zxid),
+            Message::Commit { zxid } if self.uptodate => match self.pending.front() {
+                // "Committing ... without seeing txn": a warning only.
+                None => {}
+                Some(&z) if z == zxid => {
+                    self.pending.pop_front();
+                }
+                Some(&z) => {
+                    return Err(format!(
+                        "COMMIT {zxid:#x} after UPTODATE while txn {z:#x} is the next pending: a ZooKeeper follower exits"
+                    ))
+                }
+            },
+            Message::Commit { zxid } => match self.not_committed.front() {
+                None => {
+                    return Err(format!(
+                        "COMMIT {zxid:#x} during sync with no PROPOSAL pending{}: ZooKeeper's syncWithLeader throws a NullPointerException",
+                        if self.newleader { " since NEWLEADER" } else { "" }
+                    ))
+                }
+                Some(&z) if self.apply_now && !self.newleader => {
+                    if z != zxid {
+                        return Err(format!(
+                            "COMMIT {zxid:#x} in a SNAP/TRUNC sync while PROPOSAL {z:#x} is the oldest pending: ZooKeeper does not apply it"
+                        ));
+                    }
+                    self.not_committed.pop_front();
+                }
+                Some(_) => self.committed.push(zxid),
+            },
+            Message::NewLeader { .. } => {
+                self.newleader = true;
+                self.pending.extend(self.not_committed.drain(..));
+            }
+            Message::UpToDate => {
+                self.uptodate = true;
+                self.pending.extend(self.not_committed.drain(..));
+                for zxid in std::mem::take(&mut self.committed) {
+                    match self.pending.pop_front() {
+                        Some(z) if z == zxid => {}
+                        other => {
+                            return Err(format!(
+                                "COMMIT {zxid:#x} of the sync is applied at UPTODATE while the next pending txn is {other:x?}: a ZooKeeper follower exits"
+                            ))
+                        }
+                    }
+                }
+            }
+            _ => {}
         }
         Ok(())
     }

@@ -14,7 +14,7 @@ use keel::zab::quorum::QuorumVerifier;
 use keel::zab::storage::{read_for_diff, MemStorage, ZabStorage};
 use keel::zab::{Action, Config, Input, Peer, RoleChange, Sid, Txn, Zxid};
 
-use super::check::Checker;
+use super::check::{Checker, ZkLearnerStream};
 
 /// The simulation's tickTime, ms.
 pub const TICK_MS: u64 = 100;
@@ -134,6 +134,10 @@ pub struct World {
     pending: VecDeque<(Sid, Input)>,
     timers: Vec<(u64, Timer)>,
     pub checker: Checker,
+    /// Each leader-to-learner quorum connection (leader, learner, generation) as a
+    /// ZooKeeper 3.8 learner would take it: a keel leader must lead ZooKeeper
+    /// followers too.
+    zk_streams: HashMap<(Sid, Sid, u64), ZkLearnerStream>,
     pub failure: Option<String>,
     next_fault_ms: u64,
     next_propose_ms: u64,
@@ -220,6 +224,7 @@ impl World {
             pending: VecDeque::new(),
             timers: Vec::new(),
             checker: Checker::default(),
+            zk_streams: HashMap::new(),
             failure: None,
             next_fault_ms: 0,
             next_propose_ms: 0,
@@ -455,6 +460,16 @@ impl World {
             .entry(QueueKey { from, to, channel })
             .or_default();
         let at_ms = q.back().map_or(0, |l| l.at_ms).max(self.now_ms + d);
+        if channel == 1 {
+            let stream = self.zk_streams.entry((from, to, generation)).or_default();
+            if let Err(e) = stream.on_leader_msg(&msg) {
+                self.fail(format!("leader {from} to learner {to}: {e}"));
+            }
+        }
+        let q = self
+            .queues
+            .entry(QueueKey { from, to, channel })
+            .or_default();
         q.push_back(InFlight {
             at_ms,
             generation,

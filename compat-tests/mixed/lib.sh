@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Mixed keel / ZooKeeper 3.8 ensembles on loopback (issue 17). Source this file.
+#   start_mixed KINDS DIR BASE [EXTRA_CFG]   KINDS = one kind per member, e.g. zk,zk,keel:
+#                                          member i runs the i-th (ensemble/lib.sh
+#                                          start_ensemble: same zoo.cfg keys, server ids
+#                                          and ports for both kinds); waits for one
+#                                          leader and two followers
+#   stop_mixed DIR
+#   member_kind DIR I                      keel | zk: what member I runs
+#   zk_log_problems DIR                    the ERROR and WARN lines of the ZooKeeper
+#                                          members' logs, less those a ZooKeeper-only
+#                                          ensemble writes too (peers killed or stopped,
+#                                          the first zxid of an epoch)
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../ensemble/lib.sh"
+
+start_mixed() { start_ensemble "$@"; }
+
+stop_mixed() { stop_ensemble "$1"; }
+
+member_kind() { # DIR I
+  case $(cat "$1/m$2/cmd") in
+  */zk-exec.sh) echo zk ;;
+  *) echo keel ;;
+  esac
+}
+
+# What a ZooKeeper member logs in an all-ZooKeeper ensemble too when peers die, restart
+# or a new epoch begins: connections broken and retried, sessions closed, a learner's
+# EOF, the new epoch's first zxid. Anything else (a digest mismatch, an unexpected
+# packet, a bad snapshot) is reported.
+ZK_BENIGN='maxCnxns is not configured|Connection broken for id|Interrupting SendWorker thread|Interrupted while waiting for message on queue|Send worker leaving thread|Unexpected exception, tries=|Close of session|GOODBYE|Unexpected exception in LearnerHandler|Got zxid 0x[0-9a-f]*00000001 expected 0x'
+
+zk_log_problems() { # DIR
+  local i
+  for i in $(ensemble_members); do
+    [ "$(member_kind "$1" "$i")" = zk ] || continue
+    grep -E '\] (ERROR|WARN) ' "$1/m$i/log" | grep -vE "$ZK_BENIGN" | sed "s|^|m$i: |"
+    grep -iE 'digests? (are not|mismatch)|digest.*not matching' "$1/m$i/log" | sed "s|^|m$i: |"
+  done
+  true
+}
