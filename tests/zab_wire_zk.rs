@@ -319,7 +319,7 @@ impl Learner {
         l.send(&Message::Ack {
             zxid: zxid(epoch, 0),
         });
-        assert_eq!(l.message(), Message::UpToDate);
+        assert!(matches!(l.message(), Message::UpToDate { .. }));
         l.send(&Message::Ack {
             zxid: zxid(epoch, 0),
         });

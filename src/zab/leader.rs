@@ -57,10 +57,6 @@ struct Handler {
     queued_upto: Zxid,
     /// The highest zxid a COMMIT (or INFORM) was queued for.
     commit_sent_upto: Zxid,
-    /// Where a DIFF or TRUNC sync started (the learner's own log ends there); None
-    /// after a SNAP. The txns up to it get no COMMIT of their own: the learner had no
-    /// PROPOSAL of them on this connection.
-    synced_from_log: Option<Zxid>,
     /// The highest zxid it acknowledged as durable.
     acked: Zxid,
     /// The last logged zxid its ACKEPOCH reported (0 before): where its sync starts.
@@ -82,14 +78,6 @@ impl Handler {
     fn holds_commits(&self) -> bool {
         !self.observer && self.forwarding() && !self.uptodate_sent
     }
-}
-
-/// How a sync starts: SNAP (the learner applies the snapshot) or DIFF / TRUNC (it
-/// keeps its own log).
-#[derive(Clone, Copy)]
-enum SyncKind {
-    Snap,
-    LogBased,
 }
 
 /// A leader from its election until it steps down.
@@ -287,7 +275,6 @@ impl Leader {
                         uptodate_sent: false,
                         queued_upto: 0,
                         commit_sent_upto: 0,
-                        synced_from_log: None,
                         acked: 0,
                         peer_last_zxid: 0,
                         last_heard_ms: now,
@@ -466,13 +453,21 @@ impl Leader {
         for (&sid, h) in self.handlers.iter_mut() {
             if h.stage == Stage::Synced && !h.uptodate_sent {
                 h.uptodate_sent = true;
-                ctx.send(sid, Message::UpToDate);
+                // The learner's log is committed up to here (with txns it held before
+                // the sync that no COMMIT on this connection names: a restarted keel
+                // learner applies only its snapshot); a ZooKeeper learner ignores it.
+                let upto = committed.min(h.queued_upto);
+                ctx.send(
+                    sid,
+                    Message::UpToDate {
+                        committed: Some(upto),
+                    },
+                );
                 if h.observer {
                     continue;
                 }
                 // The COMMITs held since NEWLEADER (`holds_commits`), in zxid order; the
                 // window kept their txns (`commit`'s pin).
-                let upto = committed.min(h.queued_upto);
                 let held: Vec<Zxid> = ctx
                     .log
                     .after(h.commit_sent_upto)
@@ -482,17 +477,6 @@ impl Leader {
                 for z in held {
                     ctx.send(sid, Message::Commit { zxid: z });
                     h.commit_sent_upto = z;
-                }
-                // A learner that got no txn since its DIFF or TRUNC may hold our
-                // committed txns without knowing they are committed (a restarted keel
-                // member applies only its snapshot); a later COMMIT would tell it, but
-                // none may come. A ZooKeeper learner applied its log at start-up and
-                // only logs "without seeing txn" for this one.
-                if let Some(from) = h.synced_from_log {
-                    let z = committed.min(from);
-                    if h.queued_upto == from && z > 0 {
-                        ctx.send(sid, Message::Commit { zxid: z });
-                    }
                 }
             }
         }
@@ -609,16 +593,10 @@ impl Leader {
         let last = ctx.log.last();
         let committed = ctx.log.committed();
         let h = self.handlers.get_mut(&sid).expect("handler to sync");
-        let first_kind = match first {
-            Message::Snap { zxid: z, .. } => {
-                ctx.emit(Action::SendSnapshot { to: sid, zxid: z });
-                SyncKind::Snap
-            }
-            other => {
-                ctx.send(sid, other);
-                SyncKind::LogBased
-            }
-        };
+        match first {
+            Message::Snap { zxid: z, .. } => ctx.emit(Action::SendSnapshot { to: sid, zxid: z }),
+            other => ctx.send(sid, other),
+        }
         // Observers get committed txns only; the rest reaches them as INFORM.
         let upto = if h.observer { committed } else { last };
         let mut sent = from;
@@ -649,12 +627,9 @@ impl Leader {
         h.queued_upto = sent.max(from);
         // A COMMIT of a txn with no PROPOSAL on this connection breaks a ZooKeeper
         // learner (ZkLearnerStream in tests/sim/check.rs): none for the txns up to
-        // `from`, which the learner holds already (see `synced_from_log`).
+        // `from`, which the learner holds already (UPTODATE tells a keel learner
+        // which of them are committed).
         h.commit_sent_upto = committed.min(h.queued_upto).max(from);
-        h.synced_from_log = match first_kind {
-            SyncKind::Snap => None,
-            SyncKind::LogBased => Some(from),
-        };
         h.stage = Stage::Syncing {
             newleader_upto: h.queued_upto,
         };

@@ -259,7 +259,12 @@ impl Learner {
                 self.try_ack_newleader(ctx);
                 Next::Stay
             }
-            (Phase::AwaitUpToDate, Message::UpToDate) => {
+            (Phase::AwaitUpToDate, Message::UpToDate { committed }) => {
+                if let Some(z) = committed {
+                    if self.commit(ctx, z.min(ctx.log.last())) == Next::Look {
+                        return Next::Look;
+                    }
+                }
                 ctx.send(
                     self.leader,
                     Message::Ack {

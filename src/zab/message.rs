@@ -145,8 +145,15 @@ pub enum Message {
         /// The leader's quorum config text, opaque here.
         config: Bytes,
     },
-    /// 12, leader -> learner: start serving; zxid -1 on the wire.
-    UpToDate,
+    /// 12, leader -> learner: start serving. ZooKeeper's leader sends zxid -1 and its
+    /// learner does not read it (`Learner.syncWithLeader`); a keel leader sends the
+    /// commit point within what the learner synced, so that a keel learner whose log
+    /// already held committed txns (a DIFF that sent none) applies them without a
+    /// COMMIT that a ZooKeeper learner would log as "without seeing txn".
+    UpToDate {
+        /// The learner's log is committed up to here; None for -1 (ZooKeeper).
+        committed: Option<Zxid>,
+    },
     /// 2, leader -> follower: a txn to log.
     Proposal {
         /// The txn's zxid.
@@ -252,7 +259,7 @@ impl Message {
             Message::Inform { .. } => 8,
             Message::NewLeader { .. } => 10,
             Message::FollowerInfo { .. } => 11,
-            Message::UpToDate => 12,
+            Message::UpToDate { .. } => 12,
             Message::Diff { .. } => 13,
             Message::Trunc { .. } => 14,
             Message::Snap { .. } => 15,

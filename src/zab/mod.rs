@@ -436,6 +436,10 @@ enum Role {
 pub struct Peer {
     ctx: Ctx,
     role: Role,
+    /// The FOLLOWERINFO or OBSERVERINFO of learners that connected while this member
+    /// was still LOOKING, at most one per sid: handed to the leader if this member
+    /// comes to lead, else their connections are closed (see `hold_learner`).
+    held_learners: Vec<(Sid, Message)>,
 }
 
 impl Peer {
@@ -462,6 +466,7 @@ impl Peer {
         let peer = Peer {
             ctx,
             role: Role::Looking(election),
+            held_learners: Vec::new(),
         };
         let mut peer = peer;
         let out = std::mem::take(&mut peer.ctx.out);
@@ -495,10 +500,20 @@ impl Peer {
                 match &mut self.role {
                     Role::Looking(e) => match other {
                         Input::Tick => e.tick(ctx),
+                        Input::Message {
+                            from,
+                            msg: msg @ (Message::FollowerInfo { .. } | Message::ObserverInfo { .. }),
+                        } => {
+                            Self::hold_learner(&mut self.held_learners, from, msg);
+                            Next::Stay
+                        }
                         Input::Message { from, .. } => {
-                            // Only a leader accepts quorum connections: refuse, and the
-                            // learner retries its connect.
+                            self.held_learners.retain(|(s, _)| *s != from);
                             ctx.emit(Action::CloseConnection { peer: from });
+                            Next::Stay
+                        }
+                        Input::Disconnected { peer } => {
+                            self.held_learners.retain(|(s, _)| *s != peer);
                             Next::Stay
                         }
                         _ => Next::Stay,
@@ -509,7 +524,45 @@ impl Peer {
             }
         };
         self.transition(next);
+        self.release_held_learners();
         std::mem::take(&mut self.ctx.out)
+    }
+
+    /// Keeps the first packet of a learner that connected while this member is
+    /// LOOKING. A ZooKeeper learner that decided before us that we lead connects at
+    /// once; ZooKeeper's leader only listens on its quorum port once it leads, so the
+    /// learner's connect is refused and retried until initLimit, but a connection we
+    /// accept and then close fails its registerWithLeader, and it elects again (seen
+    /// in a mixed ensemble: the ZooKeeper members went on without the keel member
+    /// they had just elected). Keeping the packet until our own election ends is the
+    /// same to a keel learner, which waits for LEADERINFO up to initLimit.
+    fn hold_learner(held: &mut Vec<(Sid, Message)>, from: Sid, msg: Message) {
+        held.retain(|(s, _)| *s != from);
+        held.push((from, msg));
+    }
+
+    /// Once the election is over: the held learners' packets go to the leader if
+    /// this member leads, else their connections are closed (they elect again and
+    /// find the leader).
+    fn release_held_learners(&mut self) {
+        while !self.held_learners.is_empty() {
+            match &self.role {
+                Role::Looking(_) => return,
+                Role::Leading(_) => {
+                    let (from, msg) = self.held_learners.remove(0);
+                    let next = match &mut self.role {
+                        Role::Leading(l) => l.step(&mut self.ctx, Input::Message { from, msg }),
+                        _ => unreachable!("matched above"),
+                    };
+                    self.transition(next);
+                }
+                Role::Learning(_) => {
+                    for (peer, _) in self.held_learners.drain(..) {
+                        self.ctx.emit(Action::CloseConnection { peer });
+                    }
+                }
+            }
+        }
     }
 
     fn dispatch(&mut self, f: fn(&mut Ctx, &mut Role) -> Next) -> Next {
@@ -724,5 +777,52 @@ mod tests {
         let actions = peer.step(202, Input::Durable { zxid: z });
         assert_eq!(actions, vec![Action::Commit { upto: z }]);
         assert_eq!(peer.committed(), z);
+    }
+
+    /// A ZooKeeper learner that decided before us that we lead connects while we are
+    /// still LOOKING and does not retry a connection we accept and close: its
+    /// FOLLOWERINFO is held (no close) and answered with LEADERINFO once we lead.
+    #[test]
+    fn a_followerinfo_that_comes_while_looking_is_held_until_we_lead() {
+        let config = Config::new(3, QuorumVerifier::new([1, 2, 3], []), 100, 10, 5);
+        let (mut peer, _) = Peer::new(config, Recovered::default(), 0);
+        let info = Message::FollowerInfo {
+            accepted_epoch: 0,
+            sid: 1,
+            protocol_version: 0x10000,
+            config_version: 0,
+        };
+        let actions = peer.step(1, Input::Message { from: 1, msg: info });
+        assert!(
+            !actions.contains(&Action::CloseConnection { peer: 1 }),
+            "{actions:?}"
+        );
+        let vote = |from: Sid| Input::Message {
+            from,
+            msg: Message::Notification(Notification {
+                state: ServerState::Looking,
+                leader: 3,
+                zxid: 0,
+                election_epoch: 1,
+                peer_epoch: 0,
+                config: Bytes::new(),
+            }),
+        };
+        let mut actions = peer.step(2, vote(1));
+        actions.extend(peer.step(3, vote(2)));
+        for t in (100..=1000).step_by(100) {
+            actions.extend(peer.step(t, Input::Tick));
+        }
+        assert_eq!(peer.leader(), Some(3), "{actions:?}");
+        assert!(
+            actions.iter().any(|a| matches!(
+                a,
+                Action::Send {
+                    to: 1,
+                    msg: Message::LeaderInfo { .. }
+                }
+            )),
+            "{actions:?}"
+        );
     }
 }

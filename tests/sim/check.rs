@@ -129,8 +129,12 @@ impl ZkLearnerStream {
             Message::Proposal { zxid, .. } if self.uptodate => self.pending.push_back(zxid),
             Message::Proposal { zxid, .. } => self.not_committed.push_back(zxid),
             Message::Commit { zxid } if self.uptodate => match self.pending.front() {
-                // "Committing ... without seeing txn": a warning only.
-                None => {}
+                // A warning only, but one a ZooKeeper leader does not cause here.
+                None => {
+                    return Err(format!(
+                        "COMMIT {zxid:#x} after UPTODATE with no PROPOSAL pending: a ZooKeeper follower logs \"Committing {zxid:x} without seeing txn\""
+                    ))
+                }
                 Some(&z) if z == zxid => {
                     self.pending.pop_front();
                 }
@@ -161,7 +165,7 @@ impl ZkLearnerStream {
                 self.newleader = true;
                 self.pending.extend(self.not_committed.drain(..));
             }
-            Message::UpToDate => {
+            Message::UpToDate { .. } => {
                 self.uptodate = true;
                 self.pending.extend(self.not_committed.drain(..));
                 for zxid in std::mem::take(&mut self.committed) {

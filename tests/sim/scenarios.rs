@@ -541,6 +541,24 @@ fn wiped_member_rejoins_by_snap() {
     converge(&mut w);
 }
 
+/// A follower restarted on its dataDir while the leader is idle: its log holds
+/// committed txns past its snapshot, the DIFF sends none and no later COMMIT comes
+/// (none may name a txn the learner got no PROPOSAL of on the connection: a ZooKeeper
+/// follower warns); the commit point in UPTODATE makes it apply them.
+#[test]
+fn restarted_follower_applies_its_committed_log_under_an_idle_leader() {
+    for seed in 0..10 {
+        let mut w = world(seed, Options::quiet(3));
+        let l = settle(&mut w);
+        write(&mut w, 10);
+        let f = followers(&w, l)[0];
+        w.crash(f);
+        w.restart(f);
+        settle(&mut w);
+        converge(&mut w);
+    }
+}
+
 /// A wiped member (zxid 0) while the leader's window still holds every txn since the
 /// ensemble's first: SNAP, as ZooKeeper (its window starts at its first txn and its
 /// on-disk log has no txn at zxid 0), not a DIFF of the whole history.
@@ -559,8 +577,10 @@ fn wiped_member_gets_snap_while_the_window_holds_everything() {
 }
 
 /// A learner that decides before its leader has left LOOKING connects to a member
-/// that is not leading yet: it is refused and retries (Learner.connectToLeader), so a
-/// fresh ensemble is serving well within initLimit (1 s) instead of waiting it out.
+/// that is not leading yet: its FOLLOWERINFO is held until that member's election
+/// ends (a ZooKeeper learner does not retry a connection that was accepted and
+/// closed), so a fresh ensemble is serving well within initLimit (1 s) instead of
+/// waiting it out.
 #[test]
 fn fresh_ensembles_serve_within_init_limit() {
     for seed in 0..40 {

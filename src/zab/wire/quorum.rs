@@ -247,7 +247,9 @@ pub fn to_packet(msg: &Message, side: Side) -> Result<QuorumPacket, WireError> {
         Message::NewLeader { epoch, config } => {
             QuorumPacket::new(k::NEWLEADER, epoch_zxid(*epoch), Some(config.clone()))
         }
-        Message::UpToDate => QuorumPacket::new(k::UPTODATE, -1, None),
+        Message::UpToDate { committed } => {
+            QuorumPacket::new(k::UPTODATE, committed.map_or(-1, |z| z as i64), None)
+        }
         Message::Proposal { zxid, txn } => p(k::PROPOSAL, *zxid, Some(txn.clone())),
         Message::Ack { zxid } => p(k::ACK, *zxid, None),
         Message::Commit { zxid } => p(k::COMMIT, *zxid, None),
@@ -397,7 +399,9 @@ pub fn from_packet(p: &QuorumPacket) -> Result<Inbound, WireError> {
             epoch: epoch_of(z),
             config: p.data.clone().unwrap_or_default(),
         },
-        k::UPTODATE => Message::UpToDate,
+        k::UPTODATE => Message::UpToDate {
+            committed: (p.zxid >= 0).then_some(z),
+        },
         k::PROPOSAL => Message::Proposal {
             zxid: z,
             txn: txn()?,
@@ -530,7 +534,7 @@ mod tests {
             hex("00000012 0000000200000007 00000004 FFFFFFFF FFFFFFFF")
         );
         assert_eq!(
-            bytes_of(&Message::UpToDate, Side::Leader),
+            bytes_of(&Message::UpToDate { committed: None }, Side::Leader),
             hex("0000000C FFFFFFFFFFFFFFFF FFFFFFFF FFFFFFFF")
         );
         let ping = Message::Ping {
@@ -712,7 +716,8 @@ mod tests {
             (any::<u64>(), bytes()).prop_map(|(zxid, snapshot)| Message::Snap { zxid, snapshot }),
             (any::<u32>(), bytes())
                 .prop_map(|(epoch, config)| Message::NewLeader { epoch, config }),
-            Just(Message::UpToDate),
+            proptest::option::of(0..i64::MAX as u64)
+                .prop_map(|committed| Message::UpToDate { committed }),
             (any::<u64>(), bytes()).prop_map(|(zxid, txn)| Message::Proposal { zxid, txn }),
             any::<u64>().prop_map(|zxid| Message::Ack { zxid }),
             any::<u64>().prop_map(|zxid| Message::Commit { zxid }),
