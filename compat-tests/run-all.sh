@@ -38,7 +38,8 @@ suite recipes bash "$HERE/recipes/run.sh" keel
 suite kazoo bash "$HERE/kazoo/run.sh" keel
 suite kazoo-cluster bash "$HERE/kazoo/run.sh" --cluster keel
 suite tls bash "$HERE/tls/run.sh"
-suite sasl-digest bash "$HERE/sasl/run.sh"
+suite sasl bash "$HERE/sasl/run.sh"
+suite mixed bash "$HERE/mixed/run.sh"
 suite migrate bash "$HERE/migrate/run.sh"
 suite ensemble bash "$HERE/ensemble/run.sh" keel 20
 suite ensemble-admin-differential bash "$HERE/ensemble/admin.sh"
