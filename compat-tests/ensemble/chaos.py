@@ -92,6 +92,10 @@ class Writer(threading.Thread):
         self.lock = threading.Lock()
         self.stop = False
 
+    def begin(self):
+        """Starts writing (a subclass may set up more first)."""
+        self.start()
+
     def run(self):
         self.client.start(timeout=30)
         n = 0
@@ -176,24 +180,45 @@ def wait_serving(members, deadline_s=60):
     return False
 
 
+def client_hosts(members, i):
+    """Client i's connect string: every member, member i % n first."""
+    order = [members[(i + k) % len(members)] for k in range(len(members))]
+    return ",".join("127.0.0.1:%d" % m.port for m in order)
+
+
+def start_writers(members, make=None, n=4):
+    """n writers (`make(i, hosts)`, Writer by default), client i with member i % 3
+    first in its connect string, each begun."""
+    writers = [(make or Writer)(i, client_hosts(members, i)) for i in range(n)]
+    for w in writers:
+        w.begin()
+    return writers
+
+
+def serving_members(root, who, paths=("/chaos",)):
+    """The members of the ensemble in `root` once it serves, with `paths` created;
+    None (after printing why, `who` first) when it does not serve."""
+    members = [Member(root, i) for i in MEMBERS]
+    if not wait_serving(members):
+        print("%s: the ensemble is not serving at the start" % who)
+        return None
+    setup = KazooClient(hosts=client_hosts(members, 0))
+    setup.start(timeout=30)
+    for p in paths:
+        setup.ensure_path(p)
+    setup.stop()
+    setup.close()
+    return members
+
+
 def main():
     # A killed member makes every client log its reconnects; only errors matter here.
     logging.basicConfig(level=logging.ERROR)
     root, cycles = sys.argv[1], int(sys.argv[2])
-    members = [Member(root, i) for i in MEMBERS]
-    if not wait_serving(members):
-        print("chaos: the ensemble is not serving at the start")
+    members = serving_members(root, "chaos")
+    if members is None:
         return 1
-    setup = KazooClient(hosts=",".join("127.0.0.1:%d" % m.port for m in members))
-    setup.start(timeout=30)
-    setup.ensure_path("/chaos")
-    setup.stop()
-    writers = []
-    for i in range(4):
-        order = [members[(i + k) % 3] for k in range(3)]
-        w = Writer(i, ",".join("127.0.0.1:%d" % m.port for m in order))
-        w.start()
-        writers.append(w)
+    writers = start_writers(members)
     time.sleep(2)
     gaps = []
     failed = False

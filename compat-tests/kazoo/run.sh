@@ -126,6 +126,8 @@ for n in xpass:
     print(f"   expected failure, PASSED: {n}  # {expected[n]}")
 for n in missing:
     print(f"   expected failure, not run: {n}")
+with open(work + "/unexpected.txt", "w") as f:
+    f.write("".join(n + "\n" for n in unexpected))
 if unexpected:
     print(f"== UNEXPECTED FAILURES ({len(unexpected)}):")
     for n in unexpected:
@@ -134,3 +136,24 @@ if unexpected:
     sys.exit(1)
 print(f"== RESULT: OK (every test not in {expected_file.rsplit('/', 1)[-1]} passed)")
 PY
+status=$?
+# A few unexpected failures get one rerun, each test on its own: some of Kazoo's tests
+# race the client's own threads (TestSASLDigestAuthentication::test_invalid_sasl_auth:
+# a server that answers the failed SASL exchange before the test thread has looked at
+# the CONNECTED event makes start() time out instead of raising AuthFailedError; seen on
+# this loaded 2-core machine). A test that fails twice fails the suite, and more than 3
+# unexpected failures are never rerun.
+n=$(wc -l < "$WORK/unexpected.txt")
+if [ "$status" = 1 ] && [ "$n" -ge 1 ] && [ "$n" -le 3 ]; then
+  status=0
+  while read -r nid; do
+    if (cd "$SITE" && "$VENV/bin/python" -m pytest "$nid" --rootdir "$SITE" -p no:cacheprovider \
+        --timeout=$TIMEOUT -q --disable-warnings) > "$WORK/rerun.log" 2>&1; then
+      echo "== FLAKY: failed, then passed on its rerun: $nid"
+    else
+      echo "== FAILED again on its rerun: $nid"; tail -n 20 "$WORK/rerun.log"; status=1
+    fi
+  done < "$WORK/unexpected.txt"
+  [ "$status" = 0 ] && echo "== RESULT: OK after reruns"
+fi
+exit $status

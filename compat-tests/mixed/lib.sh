@@ -11,6 +11,8 @@
 #                                          members' logs, less those a ZooKeeper-only
 #                                          ensemble writes too (peers killed or stopped,
 #                                          the first zxid of an epoch)
+#   check_zk_logs DIR LABEL                prints those lines (20 at most) or that there
+#                                          are none; fails when there are
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../ensemble/lib.sh"
 
 start_mixed() { start_ensemble "$@"; }
@@ -32,9 +34,12 @@ member_kind() { # DIR I
 # names registered by the previous follow, and "Got zxid X expected 0x1" for the first
 # PROPOSAL of every sync (Learner.syncWithLeader starts lastQueued at 0); as a leader,
 # a killed learner's broken connection and a wiped learner's "proposals for zxid 0x0"
-# it cannot find in its txn log (SNAP then). Anything
+# it cannot find in its txn log (SNAP then); a client that closed its socket
+# (NIOServerCnxn's "Unexpected exception", an EndOfStreamException), and a client
+# reconnecting while the follower drops its leader (WorkerService's "Unexpected
+# exception", an NPE in LearnerZooKeeperServer.revalidateSession). Anything
 # else (a digest mismatch, an unexpected packet, a bad snapshot) is reported.
-ZK_BENIGN='maxCnxns is not configured|Connection broken for id|Interrupting SendWorker thread|Interrupted while waiting for message on queue|Send worker leaving thread|Unexpected exception, tries=|Close of session|GOODBYE|Unexpected exception in LearnerHandler|Got zxid 0x[0-9a-f]* expected 0x1$|Got zxid 0x[0-9a-f]*00000001 expected 0x|Exception when following the leader|PeerState set to LOOKING|Cannot open channel to|Closing connection to leader, exception during packet send|Severe unrecoverable error, from thread : SyncThread|Current zxid [0-9]+ is <= [0-9]+ for|Failed to register MBean|Failed to register with JMX|Exception while sending packets in LearnerHandler|Unable to find proposals from txnlog for zxid: 0x0$'
+ZK_BENIGN='maxCnxns is not configured|Connection broken for id|Interrupting SendWorker thread|Interrupted while waiting for message on queue|Send worker leaving thread|Unexpected exception, tries=|Close of session|GOODBYE|Unexpected exception in LearnerHandler|Got zxid 0x[0-9a-f]* expected 0x1$|Got zxid 0x[0-9a-f]*00000001 expected 0x|Exception when following the leader|PeerState set to LOOKING|Cannot open channel to|Closing connection to leader, exception during packet send|Severe unrecoverable error, from thread : SyncThread|Current zxid [0-9]+ is <= [0-9]+ for|Failed to register MBean|Failed to register with JMX|Exception while sending packets in LearnerHandler|Unable to find proposals from txnlog for zxid: 0x0$|NIOServerCnxn - Unexpected exception$|WorkerService - Unexpected exception$'
 
 zk_log_problems() { # DIR
   local i
@@ -44,4 +49,15 @@ zk_log_problems() { # DIR
     grep -iE 'digests? (are not|mismatch)|digest.*not matching' "$1/m$i/log" | sed "s|^|m$i: |"
   done
   true
+}
+
+check_zk_logs() { # DIR LABEL
+  local problems
+  problems=$(zk_log_problems "$1")
+  if [ -n "$problems" ]; then
+    echo "$2: ZooKeeper members logged $(wc -l <<< "$problems") unexpected ERROR/WARN lines:"
+    head -n 20 <<< "$problems"
+    return 1
+  fi
+  echo "$2: ZooKeeper members' logs: no unexpected ERROR or WARN, no digest mismatch"
 }

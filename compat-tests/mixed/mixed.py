@@ -26,9 +26,9 @@ import time
 
 sys.path.insert(
     0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ensemble"))
-from chaos import MEMBERS, Member, Writer, agreement, dump, mode, wait_serving  # noqa: E402,E501
+from chaos import (agreement, dump, mode, serving_members,  # noqa: E402
+                   start_writers, wait_serving)
 
-from kazoo.client import KazooClient  # noqa: E402
 
 
 def kind(m):
@@ -80,22 +80,12 @@ def main():
     logging.basicConfig(level=logging.ERROR)
     root = sys.argv[1]
     hold = float(sys.argv[2]) if len(sys.argv) > 2 else 4.0
-    members = [Member(root, i) for i in MEMBERS]
-    if not wait_serving(members):
-        print("mixed: the ensemble is not serving at the start")
+    members = serving_members(root, "mixed")
+    if members is None:
         return 1
     print("mixed: members %s" % ", ".join(
         "sid %d %s" % (m.sid, kind(m)) for m in members), flush=True)
-    setup = KazooClient(hosts=",".join("127.0.0.1:%d" % m.port for m in members))
-    setup.start(timeout=30)
-    setup.ensure_path("/chaos")
-    setup.stop()
-    writers = []
-    for i in range(4):
-        order = [members[(i + k) % 3] for k in range(3)]
-        w = Writer(i, ",".join("127.0.0.1:%d" % m.port for m in order))
-        w.start()
-        writers.append(w)
+    writers = start_writers(members)
     time.sleep(1)
     first = kind(leader_of(members) or members[0])
     other = "keel" if first == "zk" else "zk"

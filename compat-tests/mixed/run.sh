@@ -32,13 +32,6 @@ for kinds in "$@"; do
   fi
   "$VENV/bin/python" "$HERE/mixed.py" "$dir" || status=1
   stop_mixed "$dir"
-  problems=$(zk_log_problems "$dir")
-  if [ -n "$problems" ]; then
-    echo "mixed: $kinds: ZooKeeper members logged $(wc -l <<< "$problems") unexpected ERROR/WARN lines:"
-    head -n 20 <<< "$problems"
-    status=1
-  else
-    echo "mixed: $kinds: ZooKeeper members' logs: no unexpected ERROR or WARN, no digest mismatch"
-  fi
+  check_zk_logs "$dir" "mixed: $kinds" || status=1
 done
 exit $status

@@ -321,6 +321,17 @@ impl Leader {
                         h.acked = h.acked.max(newleader_upto);
                         self.advance(ctx)
                     }
+                    // ZooKeeper 3.8.0's follower logs the sync's PROPOSALs at NEWLEADER
+                    // on its SyncThread, whose ACKs may overtake the NEWLEADER ACK its
+                    // main thread writes next (ZooKeeper's LearnerHandler takes the
+                    // first ACK of any zxid; seen in a mixed ensemble, where closing
+                    // the connection here made the follower resync again): nothing
+                    // to count, the NEWLEADER ACK that follows covers them.
+                    (Stage::Syncing { .. }, Message::Ack { zxid: z })
+                        if z > 0 && z <= h.queued_upto =>
+                    {
+                        Next::Stay
+                    }
                     (Stage::Synced, Message::Ack { zxid: z }) => {
                         if epoch_of(z) == self.epoch && counter_of(z) != 0 {
                             h.acked = h.acked.max(z.min(h.queued_upto));

@@ -825,4 +825,94 @@ mod tests {
             "{actions:?}"
         );
     }
+
+    /// A ZooKeeper 3.8.0 follower may ACK the sync's PROPOSALs before NEWLEADER (its
+    /// SyncThread races the NEWLEADER ACK): the leader keeps the connection and sends
+    /// UPTODATE on the NEWLEADER ACK.
+    #[test]
+    fn proposal_acks_before_the_newleader_ack_keep_the_learner() {
+        let config = Config::new(3, QuorumVerifier::new([1, 2, 3], []), 100, 10, 5);
+        let txn = |n| Txn {
+            zxid: zxid(1, n),
+            data: Bytes::from_static(b"t"),
+        };
+        let recovered = Recovered {
+            accepted_epoch: 1,
+            current_epoch: 1,
+            snapshot_zxid: 0,
+            log: vec![txn(1), txn(2)],
+        };
+        let (mut peer, _) = Peer::new(config, recovered, 0);
+        let vote = |from: Sid| Input::Message {
+            from,
+            msg: Message::Notification(Notification {
+                state: ServerState::Looking,
+                leader: 3,
+                zxid: zxid(1, 2),
+                election_epoch: 1,
+                peer_epoch: 1,
+                config: Bytes::new(),
+            }),
+        };
+        peer.step(1, vote(1));
+        peer.step(2, vote(2));
+        peer.step(1000, Input::Tick);
+        assert_eq!(peer.leader(), Some(3));
+        let t = std::cell::Cell::new(1000);
+        let step = |peer: &mut Peer, from: Sid, msg: Message| {
+            t.set(t.get() + 1);
+            peer.step(t.get(), Input::Message { from, msg })
+        };
+        let mut out = Vec::new();
+        for sid in [1, 2] {
+            out.extend(step(
+                &mut peer,
+                sid,
+                Message::FollowerInfo {
+                    accepted_epoch: 1,
+                    sid,
+                    protocol_version: 0x10000,
+                    config_version: 0,
+                },
+            ));
+        }
+        for sid in [1, 2] {
+            out.extend(step(
+                &mut peer,
+                sid,
+                Message::AckEpoch {
+                    last_logged_zxid: zxid(1, 1),
+                    current_epoch: 1,
+                },
+            ));
+        }
+        out.extend(peer.step(t.get() + 1, Input::Durable { zxid: zxid(1, 2) }));
+        assert!(
+            out.iter().any(|a| matches!(
+                a,
+                Action::Send {
+                    to: 1,
+                    msg: Message::NewLeader { .. }
+                }
+            )),
+            "{out:?}"
+        );
+        let out = step(&mut peer, 1, Message::Ack { zxid: zxid(1, 2) });
+        assert!(
+            !out.contains(&Action::CloseConnection { peer: 1 }),
+            "{out:?}"
+        );
+        let mut out = step(&mut peer, 1, Message::Ack { zxid: zxid(2, 0) });
+        out.extend(step(&mut peer, 2, Message::Ack { zxid: zxid(2, 0) }));
+        assert!(
+            out.iter().any(|a| matches!(
+                a,
+                Action::Send {
+                    to: 1,
+                    msg: Message::UpToDate { .. }
+                }
+            )),
+            "{out:?}"
+        );
+    }
 }
