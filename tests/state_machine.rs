@@ -11,7 +11,7 @@ use proptest::prelude::*;
 
 #[path = "support/sansio.rs"]
 mod sansio;
-use sansio::{connected, decode, new_session, settings, Got};
+use sansio::{connected, decode, logged_settings, new_session, settings, Got};
 
 const T0: i64 = 1_700_000_000_000;
 
@@ -1453,4 +1453,115 @@ fn client_delete_container_is_badarguments() {
         "each took a zxid (after the session and four creates)"
     );
     assert!(h.server.tree.get("/c").is_some());
+}
+
+/// A hard count quota is checked against every proposed txn, not only the applied
+/// ones: through a follower, a client's next create can reach the leader before the
+/// leader applied the previous one (seen in CI: `create /hq/c` passed a countHardLimit
+/// that ZooKeeper enforced). Pipelined here on one durable server: nothing applies
+/// until `Durable`. A quota set or removed by a txn not yet applied counts too, and
+/// earlier ops of the same multi do not (ZooKeeper checks each against the tree).
+#[test]
+fn hard_quota_counts_writes_proposed_but_not_applied() {
+    use keel::proto::request::MultiOp;
+    let mut s = logged_settings();
+    s.prep.enforce_quota = true;
+    let mut h = Harness {
+        server: Server::new(s, 0, T0, 7),
+        now: T0,
+    };
+    h.server.handle(h.now, connected(1));
+    h.server.handle(h.now, new_session(1, 30000));
+    let mut zxid = 1;
+    h.server.handle(h.now, Input::Durable { zxid });
+    h.out(1);
+    let create_op = |p: &str, data: &str| CreateOp {
+        opcode: op::CREATE,
+        path: p.into(),
+        data: Some(Bytes::copy_from_slice(data.as_bytes())),
+        acl: keel::tree::acl::open_acl(),
+        flags: 0,
+        ttl_ms: None,
+    };
+    let mut xid = 0;
+    let mut send = |h: &mut Harness, req: Request, opcode: i32| {
+        xid += 1;
+        h.request(1, xid, opcode, req);
+    };
+    // /hq with a hard count limit of 2 (itself and one child), all applied.
+    for (p, d) in [
+        ("/hq", ""),
+        ("/zookeeper/quota/hq", ""),
+        (
+            "/zookeeper/quota/hq/zookeeper_limits",
+            "count=-1,bytes=-1=;countHardLimit=2",
+        ),
+        ("/zookeeper/quota/hq/zookeeper_stats", "count=0,bytes=0"),
+    ] {
+        send(&mut h, Request::Create(create_op(p, d)), op::CREATE);
+    }
+    zxid += 4;
+    h.server.handle(h.now, Input::Durable { zxid });
+    assert!(
+        h.out(1)
+            .iter()
+            .all(|g| matches!(g, Got::Reply { err: 0, .. })),
+        "quota set up"
+    );
+    let errs = |got: Vec<Got>| -> Vec<i32> {
+        got.into_iter()
+            .filter_map(|g| match g {
+                Got::Reply { err, .. } => Some(err),
+                _ => None,
+            })
+            .collect()
+    };
+    // Two creates before either applies: the second is over the limit.
+    send(&mut h, Request::Create(create_op("/hq/a", "")), op::CREATE);
+    send(&mut h, Request::Create(create_op("/hq/b", "")), op::CREATE);
+    // A refused write takes a zxid too (ZooKeeper's error txn).
+    zxid += 2;
+    h.server.handle(h.now, Input::Durable { zxid });
+    assert_eq!(errs(h.out(1)), vec![0, -125], "/hq/b over the hard limit");
+    // The limit removed (as zkCli's delquota -N writes it) and a create, before the
+    // removal applies: the create passes.
+    send(
+        &mut h,
+        Request::SetData(SetDataRequest {
+            path: "/zookeeper/quota/hq/zookeeper_limits".into(),
+            data: Some(Bytes::from_static(b"count=-1,bytes=-1=;countHardLimit=-1")),
+            version: -1,
+        }),
+        op::SET_DATA,
+    );
+    send(&mut h, Request::Create(create_op("/hq/b", "")), op::CREATE);
+    // The limit back at 3 (count now 3) and, before it applies, a multi of two
+    // creates: each is checked against the applied count, as ZooKeeper checks them.
+    send(
+        &mut h,
+        Request::SetData(SetDataRequest {
+            path: "/zookeeper/quota/hq/zookeeper_limits".into(),
+            data: Some(Bytes::from_static(b"count=-1,bytes=-1=;countHardLimit=4")),
+            version: -1,
+        }),
+        op::SET_DATA,
+    );
+    send(
+        &mut h,
+        Request::Multi(vec![
+            MultiOp::Create(create_op("/hq/m1", "")),
+            MultiOp::Create(create_op("/hq/m2", "")),
+        ]),
+        op::MULTI,
+    );
+    send(&mut h, Request::Create(create_op("/hq/c", "")), op::CREATE);
+    zxid += 5;
+    h.server.handle(h.now, Input::Durable { zxid });
+    assert_eq!(
+        errs(h.out(1)),
+        vec![0, 0, 0, 0, -125],
+        "delquota seen before it applied; the multi within the limit op by op; /hq/c over it"
+    );
+    assert!(h.server.tree.get("/hq/b").is_some() && h.server.tree.get("/hq/m2").is_some());
+    assert!(h.server.tree.get("/hq/c").is_none());
 }

@@ -8,7 +8,7 @@ use super::txn::TxnOp;
 use crate::proto::opcode::{self as op, perm};
 use crate::proto::request::{CreateOp, MultiOp};
 use crate::proto::{CreateMode, ErrorCode};
-use crate::tree::{acl, path, znode, DataTree, Owner};
+use crate::tree::{acl, path, quota, znode, DataTree, Owner};
 use jute::{Acl, Id};
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
@@ -34,6 +34,20 @@ pub struct NodeView {
     owner: i64,
     acl: Arc<Vec<Acl>>,
     data_len: i64,
+    /// The data of a quota limits node (`/zookeeper/quota/<path>/zookeeper_limits`),
+    /// kept so that a hard quota set or removed by a txn not yet applied is seen;
+    /// `None` for every other znode.
+    limits: Option<bytes::Bytes>,
+}
+
+/// The quota'd path whose limits node `p` is, if it is one (ZooKeeper's Quotas
+/// .limitPath read backwards; a quota on the root is never kept, as in the tree).
+fn limits_root(p: &str) -> Option<&str> {
+    let root = p
+        .strip_prefix(quota::QUOTA_ROOT)?
+        .strip_suffix(quota::LIMIT_NODE)?
+        .strip_suffix('/')?;
+    (root.len() > 1 && root.starts_with('/')).then_some(root)
 }
 
 impl NodeView {
@@ -104,6 +118,12 @@ impl<'a> Prep<'a> {
         if let Some(v) = self.overlay.get(p) {
             return v.clone();
         }
+        self.proposed_view(p)
+    }
+
+    /// The znode at `p` after every proposed txn, without this request's own earlier
+    /// ops.
+    fn proposed_view(&self, p: &str) -> Option<NodeView> {
         if let Some((_, v)) = self.outstanding.get(p) {
             return v.clone();
         }
@@ -118,6 +138,7 @@ impl<'a> Prep<'a> {
                 owner: h.meta.ephemeral_owner,
                 acl: self.tree.acl_by_id(h.acl_id).clone(),
                 data_len: h.data_len as i64,
+                limits: limits_root(p).map(|_| bytes::Bytes::copy_from_slice(n.data_bytes())),
             }
         })
     }
@@ -139,29 +160,85 @@ impl<'a> Prep<'a> {
     }
 
     /// Hard quota check for a change of `count_delta` znodes and `bytes_delta` bytes
-    /// under `p` (only with `enforceQuota`).
+    /// under `p` (only with `enforceQuota`), as ZooKeeperServer.checkQuota: the deepest
+    /// quota'd path at or above `p`, its countHardLimit and byteHardLimit, its usage.
+    ///
+    /// ZooKeeper reads limits and usage from its applied DataTree, so a write prepped
+    /// before an earlier one applies is checked without it: through a follower, a
+    /// client's next create can reach the leader before the leader applied the
+    /// previous one (the follower applied it and answered first). keel reads both
+    /// after every proposed txn (the outstanding changes), so a client that waits for
+    /// each answer sees ZooKeeper's sequential outcome whatever the timing. Earlier ops
+    /// of the same multi are not counted, as in ZooKeeper (each op is checked against
+    /// the tree as it was before the multi).
     fn check_quota(&self, p: &str, count_delta: i64, bytes_delta: i64) -> Result<(), ErrorCode> {
-        if !self.settings.enforce_quota {
+        if !self.settings.enforce_quota || (count_delta == 0 && bytes_delta == 0) {
             return Ok(());
         }
-        let Some((limits, usage)) = self.tree.quota_for(p) else {
+        let Some((root, limits)) = self.proposed_limits_for(p) else {
             return Ok(());
         };
-        if count_delta != 0 {
-            if let Some(hard) = limits.extra("countHardLimit") {
-                if usage.count + count_delta > hard {
-                    return Err(ErrorCode::QuotaExceeded);
-                }
-            }
+        let count_hard = limits.extra("countHardLimit").filter(|_| count_delta != 0);
+        let bytes_hard = limits.extra("byteHardLimit").filter(|_| bytes_delta != 0);
+        if count_hard.is_none() && bytes_hard.is_none() {
+            return Ok(());
         }
-        if bytes_delta != 0 {
-            if let Some(hard) = limits.extra("byteHardLimit") {
-                if usage.bytes + bytes_delta > hard {
-                    return Err(ErrorCode::QuotaExceeded);
-                }
-            }
+        let Some((count, bytes)) = self.proposed_usage(&root) else {
+            return Ok(());
+        };
+        if count_hard.is_some_and(|hard| count + count_delta > hard)
+            || bytes_hard.is_some_and(|hard| bytes + bytes_delta > hard)
+        {
+            return Err(ErrorCode::QuotaExceeded);
         }
         Ok(())
+    }
+
+    /// The deepest quota'd path at or above `p` and its limits, after every proposed
+    /// txn: the tree's quota'd paths and those whose limits node a proposed txn
+    /// created, less those whose limits node a proposed txn deleted.
+    fn proposed_limits_for(&self, p: &str) -> Option<(String, quota::StatsTrack)> {
+        let mut roots: Vec<&str> = self
+            .tree
+            .quota_roots()
+            .chain(self.outstanding.keys().filter_map(|k| limits_root(k)))
+            .filter(|root| path::is_under(p, root))
+            .collect();
+        roots.sort_unstable_by_key(|root| std::cmp::Reverse(root.len()));
+        roots.dedup();
+        roots.into_iter().find_map(|root| {
+            let view = self.proposed_view(&quota::node_path(root, quota::LIMIT_NODE))?;
+            let data = view.limits.unwrap_or_default();
+            Some((root.to_string(), quota::StatsTrack::parse(&data)))
+        })
+    }
+
+    /// (znode count, data bytes) under the quota'd `root` after every proposed txn:
+    /// the usage in its stats node (or, when only a proposed txn creates that node,
+    /// the subtree's usage, as the tree counts it on creation) plus what the proposed
+    /// changes under `root` add or take away. `None` without a stats node.
+    fn proposed_usage(&self, root: &str) -> Option<(i64, i64)> {
+        let stat_path = quota::node_path(root, quota::STAT_NODE);
+        let (mut count, mut bytes) = match self.tree.get(&stat_path) {
+            Some(n) => {
+                let t = quota::StatsTrack::parse(n.data_bytes());
+                (t.count, t.bytes)
+            }
+            None => {
+                self.proposed_view(&stat_path)?;
+                self.tree.usage_of(root)
+            }
+        };
+        for (k, (_, view)) in self.outstanding {
+            if !path::is_under(k, root) {
+                continue;
+            }
+            let applied = self.tree.get(k).map(|n| n.data_len() as i64);
+            let proposed = view.as_ref().map(|v| v.data_len);
+            count += i64::from(proposed.is_some()) - i64::from(applied.is_some());
+            bytes += proposed.unwrap_or(0) - applied.unwrap_or(0);
+        }
+        Some((count, bytes))
     }
 
     /// Preps one create, in ZooKeeper's order of checks (PrepRequestProcessor
@@ -248,6 +325,7 @@ impl<'a> Prep<'a> {
                 owner: view_owner,
                 acl: Arc::new(acl.clone()),
                 data_len,
+                limits: limits_root(&final_path).map(|_| c.data.clone().unwrap_or_default()),
             }),
         );
         Ok(TxnOp::Create {
@@ -341,6 +419,9 @@ impl<'a> Prep<'a> {
         let mut updated = node;
         updated.version = new_version;
         updated.data_len = new_len;
+        if limits_root(p).is_some() {
+            updated.limits = Some(data.clone().unwrap_or_default());
+        }
         self.overlay.insert(p.to_string(), Some(updated));
         Ok(TxnOp::SetData {
             path: p.to_string(),

@@ -621,6 +621,11 @@ impl DataTree {
             .map(String::as_str)
     }
 
+    /// Every quota'd path (the roots that have a limits node), in sorted order.
+    pub fn quota_roots(&self) -> impl Iterator<Item = &str> {
+        self.quota_paths.iter().map(String::as_str)
+    }
+
     /// The (limits, usage) of the quota covering `path`, if any.
     pub fn quota_for(&self, path: &str) -> Option<(StatsTrack, StatsTrack)> {
         let root = self.quota_root_of(path)?;
@@ -652,8 +657,9 @@ impl DataTree {
         }
     }
 
-    /// (znode count, data bytes) of the subtree at `path`, itself included.
-    fn usage_of(&self, path: &str) -> (i64, i64) {
+    /// (znode count, data bytes) of the subtree at `path`, itself included; (0, 0)
+    /// when there is no such znode. Costs a walk of the subtree.
+    pub fn usage_of(&self, path: &str) -> (i64, i64) {
         let Some(node) = self.get(path) else {
             return (0, 0);
         };

@@ -21,19 +21,37 @@ GROUP = "reap"
 
 OPCODES = [CREATE, CREATE2, CREATE_CONTAINER, CREATE_TTL]
 FLAGS = [-1, 0, 1, 2, 3, 4, 5, 6, 7, 100]
-TTL_MS = 100
-# Long enough for a 200 ms reaper to run at least twice on both servers.
-REAP_WAIT_S = 1.5
+# Long enough that no TTL node expires before the case has given it a child (the
+# creates and the child creates are one write each, fsynced: seconds on a slow disk).
+TTL_MS = 3000
+# From the last child delete: past every TTL node's expiry, and two more runs of the
+# 200 ms reaper on both servers.
+REAP_WAIT_S = 3.5
 
 
 def create_frame(opcode, path, flags, ttl=TTL_MS):
     return opcode, create_body(path, flags=flags, ttl=ttl if opcode == CREATE_TTL else None)
 
 
+def replies(t, xid):
+    """The `err` of each reply recorded with `xid` in transcript `t`."""
+    out = []
+    for line in t.lines:
+        if f" reply xid={xid} " in line:
+            out.append(int(line.split(" err=", 1)[1].split(" ", 1)[0]))
+    return out
+
+
 def check_types(s, wrap):
     """Creates one znode per (opcode, flags); `wrap` turns (opcode, body) into the
-    request. Then reads each back, gives each a child and takes it away, waits for the
-    reaper and reads each again."""
+    request. Then reads each back and gives each a child, takes every child away in
+    one multi, waits for the reaper and reads each again.
+
+    The reaper must not act between two of the case's writes: its txn would take a
+    zxid there on one server and elsewhere on the other, and every later zxid would
+    differ (seen in CI). A container becomes the reaper's once its child is gone, a
+    TTL node once it is childless past its TTL; so the children go in one txn, the
+    last write before the wait, and the TTL outlasts the writes before it."""
     c = s.conn("a")
     names = {}
     xid = 1
@@ -56,14 +74,22 @@ def check_types(s, wrap):
         short = base.rsplit("/", 1)[1]
         match = [k for k in kids if k == short or (k.startswith(short) and k[len(short):].isdigit())]
         names[key] = s.p("/" + match[0]) if match else None
+    child_xids = {}
     for key, p in names.items():
         if p is None:
             continue
         c.send((xid, EXISTS, path_watch_body(p)),
-               (xid + 1, CREATE, create_body(p + "/k")),
-               (xid + 2, DELETE, path_version_body(p + "/k")))
-        xid += 3
+               (xid + 1, CREATE, create_body(p + "/k")))
+        child_xids[p] = xid + 1
+        xid += 2
     c.drain()
+    # The children this server let the case create (none under an ephemeral); the
+    # transcripts compare which.
+    children = [p + "/k" for p, x in child_xids.items() if replies(s.t, x) == [0]]
+    if children:
+        c.send((xid, MULTI, multi_body([(DELETE, path_version_body(k)) for k in children])))
+        xid += 1
+        c.drain()
     time.sleep(REAP_WAIT_S)
     for key, p in names.items():
         if p is not None:
