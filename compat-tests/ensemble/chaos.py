@@ -170,6 +170,25 @@ def agreement(dumps, acked, absent=()):
     return problems, lost, differ
 
 
+def stop_and_compare(writers, members, tag):
+    """Stops `writers`, dumps every member and checks them against each other and
+    against every acknowledged write ([`agreement`]), printing each problem under
+    `tag`. Returns (acked writes, dumps by sid, writes lost, dumps that differ)."""
+    for w in writers:
+        w.stop = True
+    for w in writers:
+        w.join(timeout=30)
+        w.client.stop()
+    acked = {}
+    for w in writers:
+        acked.update(w.acked)
+    dumps = {m.sid: dump(m.port) for m in members}
+    problems, lost, differ = agreement(dumps, acked)
+    for p in problems:
+        print(tag + ": " + p)
+    return acked, dumps, lost, differ
+
+
 def wait_serving(members, deadline_s=60):
     t0 = time.monotonic()
     while time.monotonic() - t0 < deadline_s:
@@ -252,18 +271,7 @@ def main():
         gaps.append(gap_ms)
         print("chaos: cycle %d: killed member on port %d (leader); write gap %.0f ms"
               % (cycle, leader.port, gap_ms), flush=True)
-    for w in writers:
-        w.stop = True
-    for w in writers:
-        w.join(timeout=30)
-        w.client.stop()
-    acked = {}
-    for w in writers:
-        acked.update(w.acked)
-    dumps = {m.sid: dump(m.port) for m in members}
-    problems, lost, differ = agreement(dumps, acked)
-    for p in problems:
-        print("chaos: " + p)
+    acked, dumps, lost, differ = stop_and_compare(writers, members, "chaos")
     gaps_sorted = sorted(gaps)
     median = gaps_sorted[len(gaps_sorted) // 2] if gaps_sorted else float("nan")
     print("chaos: %d cycles, %d writes acknowledged, %d lost, %d member dumps differ; "

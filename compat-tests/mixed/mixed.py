@@ -26,9 +26,8 @@ import time
 
 sys.path.insert(
     0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ensemble"))
-from chaos import (agreement, dump, mode, serving_members,  # noqa: E402
-                   start_writers, wait_serving)
-
+from chaos import (mode, serving_members, start_writers,  # noqa: E402
+                   stop_and_compare, wait_serving)
 
 
 def kind(m):
@@ -118,18 +117,7 @@ def main():
             failed = True
             break
         phases += 1
-    for w in writers:
-        w.stop = True
-    for w in writers:
-        w.join(timeout=30)
-        w.client.stop()
-    acked = {}
-    for w in writers:
-        acked.update(w.acked)
-    dumps = {m.sid: dump(m.port) for m in members}
-    problems, lost, differ = agreement(dumps, acked)
-    for p in problems:
-        print("mixed: " + p)
+    acked, dumps, lost, differ = stop_and_compare(writers, members, "mixed")
     print("mixed: %d phases (leader kinds %s, %s, %s), %d writes acknowledged, %d lost, "
           "%d of %d member dumps differ from sid 1's (%d znodes each)"
           % (phases, first, other, first, len(acked), lost, differ, len(dumps) - 1,
