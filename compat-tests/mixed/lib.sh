@@ -19,7 +19,8 @@ start_mixed() { start_ensemble "$@"; }
 
 stop_mixed() { stop_ensemble "$1"; }
 
-member_kind() { # DIR I
+member_kind() { # DIR I   (DIR/mI/kind if present: kazoo/launcher/java writes it)
+  if [ -f "$1/m$2/kind" ]; then cat "$1/m$2/kind"; return; fi
   case $(cat "$1/m$2/cmd") in
   */zk-exec.sh) echo zk ;;
   *) echo keel ;;
