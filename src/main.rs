@@ -59,6 +59,10 @@ struct ImportArgs {
     /// Import even if the tree digests ZooKeeper recorded disagree with the rebuilt tree.
     #[arg(long)]
     ignore_digests: bool,
+    /// Make an ensemble member's store (the snapshot and the txns logged after it, and
+    /// the epoch files), so keel replacing that ZooKeeper member rejoins by DIFF.
+    #[arg(long)]
+    ensemble: bool,
 }
 
 /// zoo.cfg key for the log level (keel's own; ZooKeeper sets levels in log4j files).
@@ -235,6 +239,24 @@ fn import_zookeeper(a: ImportArgs) -> ExitCode {
         check_digests: !a.ignore_digests,
     };
     let mut report = |line: &str| eprintln!("keel import-zookeeper: {line}");
+    if a.ensemble {
+        return match keel::import::ensemble::convert(&opts, &mut report) {
+            Ok(c) => {
+                for w in &c.warnings {
+                    eprintln!("keel import-zookeeper: warning: {w}");
+                }
+                eprintln!(
+                    "keel import-zookeeper: ensemble member store: snapshot 0x{:x} ({} znodes, {} sessions) from {} plus {} logged txns in {} log files, last zxid 0x{:x}; epochs kept",
+                    c.snapshot_zxid, c.znodes, c.sessions, c.snapshot.display(), c.logged_txns, c.log_files, c.last_zxid
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("keel import-zookeeper: refused: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match keel::import::run(&opts, &mut report) {
         Ok(s) => {
             for w in &s.warnings {

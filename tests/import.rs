@@ -872,3 +872,65 @@ fn a_snapshot_digest_mismatch_is_settled_by_a_later_matching_txn_digest() {
         "no later txn digest in the logs matched",
     );
 }
+
+/// The names and contents of the files in a directory.
+fn files_of(dir: &Path) -> Vec<(std::ffi::OsString, Vec<u8>)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_file())
+        .map(|e| (e.file_name(), std::fs::read(e.path()).unwrap()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_zookeeper_members_datadir_converts_in_place_to_a_member_store() {
+    use keel::storage::zab::ZabStore;
+    let dir = tempfile::tempdir().unwrap();
+    let zk = zk_dir(
+        dir.path(),
+        &[(5, sample_snapshot(None))],
+        &[(4, sample_log())],
+    );
+    let v2 = zk.join("version-2");
+    std::fs::write(v2.join("acceptedEpoch"), "3").unwrap();
+    std::fs::write(v2.join("currentEpoch"), "2").unwrap();
+    assert!(keel::import::ensemble::needs_conversion(&zk));
+    let before = files_of(&v2);
+    let c = keel::import::ensemble::convert(&options(&zk, &zk), &mut |_| {}).unwrap();
+    // The log starts at 4 below the snapshot at 5 (fuzzy): 6..=10 are logged after it.
+    assert_eq!((c.snapshot_zxid, c.last_zxid, c.logged_txns), (5, 10, 5));
+    assert_eq!(files_of(&v2), before, "ZooKeeper's files are only read");
+    assert!(!keel::import::ensemble::needs_conversion(&zk));
+    let store = ZabStore::open(&zk, &zk, true).unwrap();
+    let r = store.try_recover().unwrap();
+    assert_eq!(r.snapshot_zxid, 5);
+    assert_eq!(
+        (r.accepted_epoch, r.current_epoch),
+        (3, 2),
+        "ZooKeeper's epochs kept"
+    );
+    let zxids: Vec<u64> = r.log.iter().map(|t| t.zxid).collect();
+    assert_eq!(zxids, vec![6, 7, 8, 9, 10]);
+    let (h, _, _) = keel::zab::wire::txn::parse_payload(&r.log[0].data, 0).unwrap();
+    assert_eq!(h.zxid, 6);
+    drop(store);
+    // A second conversion is refused.
+    let e = keel::import::ensemble::convert(&options(&zk, &zk), &mut |_| {}).unwrap_err();
+    assert!(matches!(e, ImportError::Refused(_)), "{e}");
+
+    // A log with a gap (6 missing after the snapshot at 5) is refused, no store left.
+    let dir2 = tempfile::tempdir().unwrap();
+    let mut session = W::default();
+    session.int(20000);
+    let gap = log_file(&[payload(0x79, 7, op::CREATE_SESSION, &session, None)], 512);
+    let zk2 = zk_dir(dir2.path(), &[(5, sample_snapshot(None))], &[(7, gap)]);
+    let e = keel::import::ensemble::convert(&options(&zk2, &zk2), &mut |_| {}).unwrap_err();
+    assert!(
+        matches!(e, ImportError::Refused(ref m) if m.contains("does not follow")),
+        "{e}"
+    );
+    assert!(!zk2.join("keel-db").exists());
+}

@@ -21,6 +21,7 @@
 //! leaves KEEL_DATADIR as it was (or absent), and an existing keel store is never
 //! overwritten. The ZooKeeper files are only read.
 
+pub mod ensemble;
 pub mod input;
 pub mod node;
 pub mod passwd;

@@ -103,6 +103,21 @@ impl Created {
     }
 }
 
+/// `state` as keel's tree and session table (passwords ZooKeeper's derivation from
+/// the id), and its zxid.
+pub fn server_state(state: Replayed) -> (DataTree, SessionTracker, i64) {
+    let mut sessions = SessionTracker::new(2000, 0);
+    for (&id, &timeout_ms) in &state.sessions {
+        sessions.add(id, timeout_ms, session_passwd(id), 0);
+    }
+    let mut tree = DataTree::empty();
+    for (path, node) in state.nodes {
+        tree.insert_loaded(&path, node.data.as_deref(), &node.acl, &node.meta());
+    }
+    tree.finish_loading();
+    (tree, sessions, state.last_zxid)
+}
+
 /// Writes `state` as a new store in `target`, then verifies it. On any failure every
 /// directory the call created is removed again.
 ///
@@ -113,16 +128,7 @@ pub fn write_store(
     report: &mut dyn FnMut(&str),
 ) -> Result<Written, ImportError> {
     target.check_empty()?;
-    let zxid = state.last_zxid;
-    let mut sessions = SessionTracker::new(2000, 0);
-    for (&id, &timeout_ms) in &state.sessions {
-        sessions.add(id, timeout_ms, session_passwd(id), 0);
-    }
-    let mut tree = DataTree::empty();
-    for (path, node) in state.nodes {
-        tree.insert_loaded(&path, node.data.as_deref(), &node.acl, &node.meta());
-    }
-    tree.finish_loading();
+    let (tree, sessions, zxid) = server_state(state);
 
     let mut created = Created(Vec::new());
     let result = (|| {

@@ -79,6 +79,38 @@ fn io_err(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }
 
+/// Converts the dataDir a ZooKeeper member left (its snapshots, logs and epochs) into
+/// this member's store in place ([`crate::import::ensemble::convert`]), so it rejoins
+/// by DIFF. ZooKeeper's files are only read.
+///
+/// Errors: the conversion's refusal (a damaged dataDir is never rewritten).
+fn convert_in_place(config: &Config) -> std::io::Result<()> {
+    let opts = crate::import::Options {
+        zk_data_dir: config.data_dir.clone(),
+        zk_log_dir: (config.data_log_dir != config.data_dir).then(|| config.data_log_dir.clone()),
+        keel_data_dir: config.data_dir.clone(),
+        keel_log_dir: Some(config.data_log_dir.clone()),
+        jute_maxbuffer: config.jute_max_buffer,
+        check_digests: false,
+    };
+    let c = crate::import::ensemble::convert(&opts, &mut |line| tracing::debug!("{line}"))
+        .map_err(|e| io_err(format!("converting ZooKeeper's dataDir: {e}")))?;
+    for w in &c.warnings {
+        tracing::warn!("converting ZooKeeper's dataDir: {w}");
+    }
+    tracing::info!(
+        snapshot = %c.snapshot.display(),
+        snapshot_zxid = format!("0x{:x}", c.snapshot_zxid),
+        last_zxid = format!("0x{:x}", c.last_zxid),
+        znodes = c.znodes,
+        sessions = c.sessions,
+        logged_txns = c.logged_txns,
+        log_files = c.log_files,
+        "converted ZooKeeper's dataDir in place into this member's store"
+    );
+    Ok(())
+}
+
 /// Runs this member of the ensemble `config` describes until `shutdown` resolves.
 ///
 /// Errors: no myid or no server.N line for it; a port (client, election, quorum,
@@ -95,6 +127,9 @@ pub async fn run(
     let tls = client::tls_acceptor(&config)?;
     let admin = crate::admin::Endpoints::bind(&config).await?;
     let t0 = std::time::Instant::now();
+    if crate::import::ensemble::needs_conversion(&config.data_dir) {
+        convert_in_place(&config)?;
+    }
     let store = ZabStore::open(&config.data_dir, &config.data_log_dir, config.force_sync)
         .map_err(io_err)?;
     let recovered = store.try_recover().map_err(io_err)?;

@@ -179,6 +179,11 @@ impl Replica {
         if config_node_empty {
             server.init_config_node(&membership, now_ms as i64);
         }
+        if let Some(last) = recovered.log.last() {
+            // Logged after the snapshot before this start: the leader commits them once
+            // this member has synced; the snapshot may be a fuzzy ZooKeeper one.
+            server.set_lenient_upto(last.zxid as i64);
+        }
         let uncommitted = recovered.log.iter().cloned().collect();
         let (peer, actions) = Peer::new(config, recovered, now_ms);
         let mut replica = Replica {

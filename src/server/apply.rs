@@ -78,7 +78,7 @@ impl Server {
             }
             TxnOp::CloseSession { ephemerals } => {
                 for p in ephemerals {
-                    if self.replaying {
+                    if self.lenient(txn.zxid) {
                         self.tree.delete_if_present(p, txn.zxid);
                     } else {
                         let _ = self.delete_and_fire(p, txn.zxid);
@@ -97,8 +97,20 @@ impl Server {
         }
     }
 
+    /// Sets the zxid up to which committed txns apply leniently (see `lenient_upto`):
+    /// an ensemble member's last logged zxid at start-up.
+    pub fn set_lenient_upto(&mut self, zxid: i64) {
+        self.lenient_upto = zxid;
+    }
+
+    /// Whether the txn `zxid` applies leniently: during recovery, or up to
+    /// `lenient_upto`.
+    fn lenient(&self, zxid: i64) -> bool {
+        self.replaying || zxid <= self.lenient_upto
+    }
+
     fn apply_op(&mut self, o: &TxnOp, zxid: i64, time_ms: i64) -> OpResult {
-        if self.replaying {
+        if self.lenient(zxid) {
             self.replay_op(o, zxid, time_ms);
             return OpResult::Check;
         }

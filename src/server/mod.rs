@@ -272,6 +272,12 @@ pub struct Server {
     snapshot: Option<SnapshotProgress>,
     /// Set while recovery replays the log: apply is lenient (see `recovery`).
     replaying: bool,
+    /// Committed txns up to this zxid apply leniently, as in recovery: an ensemble
+    /// member's txns logged after its snapshot before it started, which the leader
+    /// commits once it has synced. The snapshot may be ZooKeeper's, which is fuzzy
+    /// (written while txns were applied), so some of those txns are already in its
+    /// tree; ZooKeeper replays them leniently too (FileTxnSnapLog.processTransaction).
+    lenient_upto: i64,
     /// The part this server plays in its ensemble.
     role: Role,
     /// Learner: requests for the leader, in order.
@@ -330,6 +336,7 @@ impl Server {
             txns_since_snapshot: 0,
             snapshot: None,
             replaying: false,
+            lenient_upto: 0,
             role: Role::Standalone,
             forwards: Vec::new(),
             awaiting: HashMap::default(),
