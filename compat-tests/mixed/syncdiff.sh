@@ -32,7 +32,7 @@ for lead in "$@"; do
   "$VENV/bin/python" "$HERE/syncdiff.py" "$dir" "$dir/result.json" || status=1
   stop_mixed "$dir"
   check_zk_logs "$dir" "syncdiff: $lead-led" || status=1
-  results+=("$dir/result.json")
+  [ -f "$dir/result.json" ] && results+=("$dir/result.json")
 done
 if [ ${#results[@]} -eq 2 ]; then
   "$VENV/bin/python" "$HERE/syncdiff.py" --compare "${results[@]}" || status=1
