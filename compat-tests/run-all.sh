@@ -42,6 +42,7 @@ suite tls bash "$HERE/tls/run.sh"
 suite sasl bash "$HERE/sasl/run.sh"
 suite mixed bash "$HERE/mixed/run.sh"
 suite rolling-migration bash "$HERE/mixed/rolling.sh"
+suite sync-differential bash "$HERE/mixed/syncdiff.sh"
 suite migrate bash "$HERE/migrate/run.sh"
 suite ensemble bash "$HERE/ensemble/run.sh" keel 20
 suite ensemble-admin-differential bash "$HERE/ensemble/admin.sh"
