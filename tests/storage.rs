@@ -916,3 +916,57 @@ fn txnlog_spare_preparation_rests_only_while_ahead_of_the_log() {
         Duration::from_millis(txnlog::SPARE_REST_MAX_MS)
     );
 }
+
+#[test]
+fn txnlog_storage_bytes_after_counts_the_segments_after_the_one_holding_the_zxid() {
+    // ZooKeeper's TxnIterator.getStorageSize for readTxnLog(after): the files left after
+    // the first one opened (the newest named below `after`). Segment 2 is named 41.
+    let dir = TempDir::new("txnlog-storage-bytes");
+    let store = two_segments(dir.path());
+    let all = segments(dir.path());
+    assert_eq!(all.len(), 2);
+    let second = std::fs::metadata(&all[1]).unwrap().len();
+    assert!(second >= 40 << 20, "segment 2 holds 40 MB: {second}");
+    for after in [1, 2, 40, 41] {
+        assert_eq!(
+            store.log_storage_bytes_after(after).unwrap(),
+            second,
+            "after {after}"
+        );
+    }
+    for after in [42, 80, 1000] {
+        assert_eq!(
+            store.log_storage_bytes_after(after).unwrap(),
+            0,
+            "after {after}"
+        );
+    }
+}
+
+#[test]
+fn a_zab_store_sends_diff_from_its_newest_segment_whatever_the_snapshot_size() {
+    // The sync differential's LARGE case: a member whose only snapshot is a small one it
+    // installed (SNAP at start-up) logs 800 txns of 1 KiB; a learner 800 txns behind is
+    // sent DIFF by ZooKeeper (its log has not rolled: getStorageSize is 0), so by keel.
+    use bytes::Bytes;
+    use keel::storage::zab::{encode_snapshot, ZabStore};
+    use keel::zab::storage::{read_for_diff, ZabStorage};
+    use keel::zab::Txn;
+    let dir = TempDir::new("zab-diff-size");
+    let mut store = ZabStore::open(dir.path(), dir.path(), true).unwrap();
+    let epoch = 3u64 << 32;
+    store.install_snapshot(epoch, encode_snapshot(&[vec![7u8; 600]]));
+    let txns: Vec<Txn> = (1..=800)
+        .map(|i| Txn {
+            zxid: epoch + i,
+            data: Bytes::from(vec![i as u8; 1024]),
+        })
+        .collect();
+    store.append(&txns);
+    store.sync();
+    assert_eq!(store.log_bytes_after(epoch + 1), 0);
+    let diff = read_for_diff(&store, epoch + 1, epoch + 800, 0.33)
+        .expect("DIFF: the log from the learner's zxid is all in the newest segment");
+    assert_eq!(diff.len(), 799);
+    assert_eq!(diff[0].zxid, epoch + 2);
+}

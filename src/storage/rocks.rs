@@ -416,6 +416,14 @@ impl RocksStorage {
         Ok(found)
     }
 
+    /// The txn log's bytes after the segment a read from `after` opens first
+    /// ([`TxnLog::storage_bytes_after`]: ZooKeeper's `TxnIterator.getStorageSize`).
+    ///
+    /// Errors: I/O errors.
+    pub fn log_storage_bytes_after(&self, after: i64) -> Result<u64, StorageError> {
+        self.txnlog.storage_bytes_after(after)
+    }
+
     /// Durably drops every logged txn above `after` (Zab's TRUNC), synced or not; the
     /// txns kept become durable too. One synced batch commits it: the cut of the txn
     /// log with the carry ([`TXNLOG_TRUNCATE_KEY`]), the newest segment it leaves

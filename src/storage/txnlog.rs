@@ -495,6 +495,28 @@ impl TxnLog {
         Ok(())
     }
 
+    /// The on-disk bytes of the segments after the one a read from `after` opens first:
+    /// ZooKeeper's `FileTxnIterator.getStorageSize` for `readTxnLog(after)`, which sums
+    /// the log files left after the first one opened (the newest whose name, its first
+    /// zxid, is below `after`; else the oldest), preallocated zeros included. 0 when
+    /// `after` is in the newest segment, as it is in ZooKeeper whenever its log has not
+    /// rolled since (ZKDatabase.getProposalsFromTxnLog compares this with
+    /// snapshotSizeFactor x the snapshot's size to choose DIFF or SNAP).
+    ///
+    /// Errors: I/O errors reading a segment's metadata.
+    pub fn storage_bytes_after(&self, after: i64) -> Result<u64, StorageError> {
+        let opened = self
+            .segments
+            .iter()
+            .rposition(|s| s.first_zxid < after)
+            .unwrap_or(0);
+        let mut bytes = 0;
+        for seg in self.segments.iter().skip(opened + 1) {
+            bytes += std::fs::metadata(&seg.path)?.len();
+        }
+        Ok(bytes)
+    }
+
     /// Where a truncation dropping every entry above `after` cuts the log, and its carry
     /// (the entries at or below `after` of the append it cuts through); `None` when no
     /// entry is above `after`. Changes nothing: the caller records both durably, then

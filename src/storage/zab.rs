@@ -350,6 +350,17 @@ impl ZabStorage for ZabStore {
         self.try_snapshot()
             .unwrap_or_else(|e| fatal("read snapshot", e))
     }
+
+    /// ZooKeeper's measure, on keel's segment files: the segments after the one holding
+    /// `after` ([`RocksStorage::log_storage_bytes_after`]). Summing the txns' payloads
+    /// instead made a leader whose only snapshot was a small installed one send SNAP
+    /// where ZooKeeper's leader sends DIFF from the same log (the sync differential's
+    /// 800-txn case).
+    fn log_bytes_after(&self, after: Zxid) -> u64 {
+        to_i64(after)
+            .and_then(|a| self.store.log_storage_bytes_after(a))
+            .unwrap_or_else(|e| fatal("log size", e))
+    }
 }
 
 fn fatal(what: &str, e: StorageError) -> ! {

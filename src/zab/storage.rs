@@ -31,9 +31,11 @@ pub trait ZabStorage {
     fn install_snapshot(&mut self, zxid: Zxid, snapshot: Bytes);
     /// The last snapshot: its zxid and bytes (0 and empty for none).
     fn snapshot(&self) -> (Zxid, Bytes);
-    /// The stored size in bytes of the logged txns with zxid > `after` (ZooKeeper's
-    /// `TxnIterator.getStorageSize`, which counts whole log files). The default sums
-    /// the payloads; a store with real files overrides it with their sizes.
+    /// The stored size in bytes of the log a DIFF from `after` would read, as ZooKeeper
+    /// measures it (`TxnIterator.getStorageSize`: the whole log files after the one
+    /// holding `after`, so 0 while the log has not rolled since). The default sums the
+    /// payloads of the txns above `after` (the simulation's store, which has no files);
+    /// a store with log files overrides it with ZooKeeper's measure.
     fn log_bytes_after(&self, after: Zxid) -> u64 {
         self.read_range(after, Zxid::MAX)
             .iter()
@@ -69,9 +71,14 @@ pub fn read_for_diff<S: ZabStorage + ?Sized>(
     if storage.read_range(after - 1, after).is_empty() {
         return None;
     }
-    let limit = (storage.snapshot_bytes() as f64 * snapshot_size_factor) as u64;
-    if limit > 0 && storage.log_bytes_after(after) > limit {
-        return None;
+    // The log's size first: it is usually 0 (ZooKeeper's measure counts only log files
+    // after the one holding `after`), and then the snapshot need not be read at all.
+    let log_bytes = storage.log_bytes_after(after);
+    if log_bytes > 0 {
+        let limit = (storage.snapshot_bytes() as f64 * snapshot_size_factor) as u64;
+        if limit > 0 && log_bytes > limit {
+            return None;
+        }
     }
     Some(storage.read_range(after, upto))
 }
