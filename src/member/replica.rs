@@ -99,6 +99,16 @@ pub struct Replica {
     halted: Option<String>,
     effects: Vec<Effect>,
     syncs: SyncCounts,
+    /// While leading: when each recent proposal was made, (zxid, ms), ascending and at
+    /// most [`PROPOSAL_TIMES`]; how long ago a learner's first unacknowledged txn was
+    /// proposed is its lag in ms (see [`Replica::proposed_at`]).
+    proposal_times: VecDeque<(Zxid, u64)>,
+    /// The last zxid whose time was dropped from `proposal_times` (0: none).
+    proposal_times_dropped: Zxid,
+    /// When this member last started electing, ms; `None` once an election ended.
+    looking_since_ms: Option<u64>,
+    /// How its last election went.
+    last_election: Option<ElectionRecord>,
     /// The ensemble's membership text ([`crate::config::Config::membership`]), which
     /// `/zookeeper/config` holds.
     membership: Bytes,
@@ -115,6 +125,35 @@ pub struct SyncCounts {
     pub trunc: u64,
     /// Syncs that began with SNAP.
     pub snap: u64,
+}
+
+/// Proposal times kept while leading. Entries every synced participant acknowledged
+/// are dropped when the queue is full; a learner stuck further back then shows a lag
+/// of at least the oldest entry's age.
+const PROPOSAL_TIMES: usize = 4096;
+
+/// One election of this member, from LOOKING to following or leading.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ElectionRecord {
+    /// When it started looking, ms.
+    pub started_ms: u64,
+    /// When it ended (this member started leading, following or observing), ms.
+    pub ended_ms: u64,
+    /// The leader it chose.
+    pub leader: Sid,
+    /// The winning vote's last zxid and currentEpoch, when the vote is known.
+    pub vote: Option<(Zxid, u32)>,
+}
+
+/// When a learner's oldest unacknowledged txn was proposed (see [`Replica::proposed_at`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProposedAt {
+    /// Nothing after its acknowledged zxid was proposed in this term of leading.
+    CaughtUp,
+    /// The first txn after its acknowledged zxid was proposed at this ms.
+    At(u64),
+    /// Proposed before the oldest time kept, which is this ms.
+    Before(u64),
 }
 
 /// The applied state as a snapshot holds it.
@@ -195,6 +234,10 @@ impl Replica {
             halted: None,
             effects: Vec::new(),
             syncs: SyncCounts::default(),
+            proposal_times: VecDeque::new(),
+            proposal_times_dropped: 0,
+            looking_since_ms: Some(now_ms),
+            last_election: None,
             membership,
         };
         replica.run(now_ms, actions);
@@ -295,6 +338,46 @@ impl Replica {
     /// The syncs this member chose as leader, by mode (see [`SyncCounts`]).
     pub fn sync_counts(&self) -> SyncCounts {
         self.syncs
+    }
+
+    /// This member's last finished election, and when it started looking if it is
+    /// electing now.
+    pub fn elections(&self) -> (Option<ElectionRecord>, Option<u64>) {
+        (self.last_election, self.looking_since_ms)
+    }
+
+    /// While leading, when the first txn after `acked` was proposed; a learner's lag
+    /// in ms is the time since then. Work: a binary search of the kept times.
+    pub fn proposed_at(&self, acked: Zxid) -> ProposedAt {
+        let i = self.proposal_times.partition_point(|&(z, _)| z <= acked);
+        match self.proposal_times.get(i) {
+            None => ProposedAt::CaughtUp,
+            // Txns up to `proposal_times_dropped` were proposed before the oldest time
+            // kept.
+            Some(&(_, t)) if i == 0 && acked < self.proposal_times_dropped => ProposedAt::Before(t),
+            Some(&(_, t)) => ProposedAt::At(t),
+        }
+    }
+
+    fn record_proposal(&mut self, now_ms: u64, zxid: Zxid) {
+        if self.proposal_times.len() >= PROPOSAL_TIMES {
+            let acked = self
+                .peer
+                .learners()
+                .iter()
+                .filter(|l| !l.observer && l.forwarding)
+                .map(|l| l.acked)
+                .min()
+                .unwrap_or(zxid);
+            while let Some(&(z, _)) = self.proposal_times.front() {
+                if z > acked && self.proposal_times.len() < PROPOSAL_TIMES {
+                    break;
+                }
+                self.proposal_times_dropped = z;
+                self.proposal_times.pop_front();
+            }
+        }
+        self.proposal_times.push_back((zxid, now_ms));
     }
 
     /// Why the replica halted, if it did (see [`Effect::Halt`]).
@@ -455,6 +538,7 @@ impl Replica {
                     _ => None,
                 };
                 self.own_from = None;
+                self.note_election(now_ms, change);
                 if matches!(change, RoleChange::LearnerServing { .. }) {
                     // Synced (DIFF, TRUNC or SNAP, whose tree holds the leader's
                     // content): the member's own configuration is written again before
@@ -527,6 +611,35 @@ impl Replica {
             // Answers to `Propose`, taken by `propose`.
             Action::Proposed { .. } | Action::ProposeRefused => {}
             other => self.effects.push(Effect::Zab(other)),
+        }
+    }
+
+    /// Keeps the election figures the console shows: when looking began, and when it
+    /// ended with which leader. Proposal times belong to one term of leading.
+    fn note_election(&mut self, now_ms: u64, change: RoleChange) {
+        let leader = match change {
+            RoleChange::Looking => {
+                self.looking_since_ms = Some(now_ms);
+                self.proposal_times.clear();
+                self.proposal_times_dropped = 0;
+                return;
+            }
+            RoleChange::Leading => self.peer.sid(),
+            RoleChange::Following { leader } | RoleChange::Observing { leader } => leader,
+            RoleChange::LeaderEstablished { .. } | RoleChange::LearnerServing { .. } => return,
+        };
+        self.proposal_times.clear();
+        self.proposal_times_dropped = 0;
+        if let Some(started_ms) = self.looking_since_ms.take() {
+            self.last_election = Some(ElectionRecord {
+                started_ms,
+                ended_ms: now_ms,
+                leader,
+                vote: self
+                    .peer
+                    .decided_vote()
+                    .map(|v| (v.zxid, v.peer_epoch as u32)),
+            });
         }
     }
 
@@ -706,6 +819,7 @@ impl Replica {
             match a {
                 Action::Proposed { zxid } if zxid == txn.zxid as Zxid => {
                     self.own_from.get_or_insert(zxid);
+                    self.record_proposal(now_ms, zxid);
                 }
                 Action::Proposed { zxid } => {
                     debug_assert_eq!(zxid, txn.zxid as Zxid, "Zab and the server disagree");
