@@ -99,12 +99,8 @@ pub struct Replica {
     halted: Option<String>,
     effects: Vec<Effect>,
     syncs: SyncCounts,
-    /// While leading: when each recent proposal was made, (zxid, ms), ascending and at
-    /// most [`PROPOSAL_TIMES`]; how long ago a learner's first unacknowledged txn was
-    /// proposed is its lag in ms (see [`Replica::proposed_at`]).
-    proposal_times: VecDeque<(Zxid, u64)>,
-    /// The last zxid whose time was dropped from `proposal_times` (0: none).
-    proposal_times_dropped: Zxid,
+    /// While leading: when each recent proposal was made (see [`ProposalTimes`]).
+    proposal_times: ProposalTimes,
     /// When this member last started electing, ms; `None` once an election ended.
     looking_since_ms: Option<u64>,
     /// How its last election went.
@@ -127,10 +123,48 @@ pub struct SyncCounts {
     pub snap: u64,
 }
 
-/// Proposal times kept while leading. Entries every synced participant acknowledged
-/// are dropped when the queue is full; a learner stuck further back then shows a lag
-/// of at least the oldest entry's age.
+/// Proposal times kept while leading ([`ProposalTimes`]). Entries every synced
+/// participant acknowledged are dropped when the queue is full; a learner stuck further
+/// back then shows a lag of at least the oldest entry's age.
 const PROPOSAL_TIMES: usize = 4096;
+
+/// When the leader's recent proposals were made, (zxid, ms), ascending, at most
+/// [`PROPOSAL_TIMES`] of them, for the learners' lag in ms.
+#[derive(Debug, Default)]
+struct ProposalTimes {
+    times: VecDeque<(Zxid, u64)>,
+    /// The last zxid whose time was dropped (0: none).
+    dropped: Zxid,
+}
+
+impl ProposalTimes {
+    /// Keeps `zxid`'s time. When full, first drops the times every synced participant
+    /// acknowledged (`min_acked` gives the least of their ACKs), then the oldest.
+    fn record(&mut self, zxid: Zxid, now_ms: u64, min_acked: impl FnOnce() -> Zxid) {
+        if self.times.len() >= PROPOSAL_TIMES {
+            let acked = min_acked();
+            while let Some(&(z, _)) = self.times.front() {
+                if z > acked && self.times.len() < PROPOSAL_TIMES {
+                    break;
+                }
+                self.dropped = z;
+                self.times.pop_front();
+            }
+        }
+        self.times.push_back((zxid, now_ms));
+    }
+
+    /// When the first txn after `acked` was proposed.
+    fn at(&self, acked: Zxid) -> ProposedAt {
+        let i = self.times.partition_point(|&(z, _)| z <= acked);
+        match self.times.get(i) {
+            None => ProposedAt::CaughtUp,
+            // Txns up to `dropped` were proposed before the oldest time kept.
+            Some(&(_, t)) if i == 0 && acked < self.dropped => ProposedAt::Before(t),
+            Some(&(_, t)) => ProposedAt::At(t),
+        }
+    }
+}
 
 /// One election of this member, from LOOKING to following or leading.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -234,8 +268,7 @@ impl Replica {
             halted: None,
             effects: Vec::new(),
             syncs: SyncCounts::default(),
-            proposal_times: VecDeque::new(),
-            proposal_times_dropped: 0,
+            proposal_times: ProposalTimes::default(),
             looking_since_ms: Some(now_ms),
             last_election: None,
             membership,
@@ -349,35 +382,19 @@ impl Replica {
     /// While leading, when the first txn after `acked` was proposed; a learner's lag
     /// in ms is the time since then. Work: a binary search of the kept times.
     pub fn proposed_at(&self, acked: Zxid) -> ProposedAt {
-        let i = self.proposal_times.partition_point(|&(z, _)| z <= acked);
-        match self.proposal_times.get(i) {
-            None => ProposedAt::CaughtUp,
-            // Txns up to `proposal_times_dropped` were proposed before the oldest time
-            // kept.
-            Some(&(_, t)) if i == 0 && acked < self.proposal_times_dropped => ProposedAt::Before(t),
-            Some(&(_, t)) => ProposedAt::At(t),
-        }
+        self.proposal_times.at(acked)
     }
 
     fn record_proposal(&mut self, now_ms: u64, zxid: Zxid) {
-        if self.proposal_times.len() >= PROPOSAL_TIMES {
-            let acked = self
-                .peer
-                .learners()
+        let peer = &self.peer;
+        self.proposal_times.record(zxid, now_ms, || {
+            peer.learners()
                 .iter()
                 .filter(|l| !l.observer && l.forwarding)
                 .map(|l| l.acked)
                 .min()
-                .unwrap_or(zxid);
-            while let Some(&(z, _)) = self.proposal_times.front() {
-                if z > acked && self.proposal_times.len() < PROPOSAL_TIMES {
-                    break;
-                }
-                self.proposal_times_dropped = z;
-                self.proposal_times.pop_front();
-            }
-        }
-        self.proposal_times.push_back((zxid, now_ms));
+                .unwrap_or(zxid)
+        });
     }
 
     /// Why the replica halted, if it did (see [`Effect::Halt`]).
@@ -620,16 +637,14 @@ impl Replica {
         let leader = match change {
             RoleChange::Looking => {
                 self.looking_since_ms = Some(now_ms);
-                self.proposal_times.clear();
-                self.proposal_times_dropped = 0;
+                self.proposal_times = ProposalTimes::default();
                 return;
             }
             RoleChange::Leading => self.peer.sid(),
             RoleChange::Following { leader } | RoleChange::Observing { leader } => leader,
             RoleChange::LeaderEstablished { .. } | RoleChange::LearnerServing { .. } => return,
         };
-        self.proposal_times.clear();
-        self.proposal_times_dropped = 0;
+        self.proposal_times = ProposalTimes::default();
         if let Some(started_ms) = self.looking_since_ms.take() {
             self.last_election = Some(ElectionRecord {
                 started_ms,
@@ -934,4 +949,43 @@ fn decode_state(bytes: &[u8]) -> Result<State, String> {
         tree,
         sessions,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proposal_times_give_the_first_unacknowledged_txns_time() {
+        let mut t = ProposalTimes::default();
+        assert_eq!(t.at(0x1_0000_0000), ProposedAt::CaughtUp);
+        for c in 1..=3u64 {
+            t.record(0x1_0000_0000 + c, 100 * c, || unreachable!("not full"));
+        }
+        // A learner synced up to the epoch's start is behind by all three.
+        assert_eq!(t.at(0x1_0000_0000), ProposedAt::At(100));
+        assert_eq!(t.at(0x1_0000_0001), ProposedAt::At(200));
+        assert_eq!(t.at(0x1_0000_0003), ProposedAt::CaughtUp);
+    }
+
+    #[test]
+    fn full_proposal_times_drop_what_all_acknowledged_then_the_oldest() {
+        let mut t = ProposalTimes::default();
+        let n = PROPOSAL_TIMES as u64;
+        for z in 1..=n {
+            t.record(z, z, || unreachable!("not full"));
+        }
+        // Every synced participant acknowledged up to 10: 1..=10 go, 11 stays.
+        t.record(n + 1, n + 1, || 10);
+        assert_eq!(t.times.len(), PROPOSAL_TIMES - 9);
+        assert_eq!(t.at(10), ProposedAt::At(11));
+        // A learner behind that (an observer, a syncing one) gets a lower bound.
+        assert_eq!(t.at(3), ProposedAt::Before(11));
+        // A participant stuck at 0: the oldest goes, one per proposal.
+        for z in n + 2..n + 12 {
+            t.record(z, z, || 0);
+        }
+        assert_eq!(t.times.len(), PROPOSAL_TIMES);
+        assert_eq!(t.at(0), ProposedAt::Before(12));
+    }
 }
