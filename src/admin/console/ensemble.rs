@@ -258,8 +258,11 @@ struct Cells {
     source: &'static str,
 }
 
+/// Txns from zxid `from` to `to` as a lag: their difference within one epoch; 0 when
+/// `to` starts an epoch (its leader has proposed nothing in it yet, and a member
+/// answering srvr is synced with what came before); `-` across epochs otherwise.
 fn lag_between(from: i64, to: i64) -> String {
-    if from >= to {
+    if from >= to || to & 0xffff_ffff == 0 {
         "0".into()
     } else if from >> 32 == to >> 32 {
         (to - from).to_string()
@@ -468,7 +471,8 @@ pub fn render(p: &EnsemblePage, srvr: &[(u64, Result<Srvr, String>)]) -> String 
             "<p>Lags: on the leader, txns of its log after the zxid each learner \
              acknowledged and ms since the first of them was proposed; elsewhere txns \
              between its zxid and the leader's (their srvr answers), and the ms only the \
-             leader knows.</p>\n",
+             leader knows. Epoch: this member's currentEpoch; for the others, the epoch \
+             of their zxid.</p>\n",
         );
     }
     for (id, title, rows) in [
@@ -541,5 +545,6 @@ mod tests {
         assert_eq!(lag_between(0x1_0000_0003, 0x1_0000_0007), "4");
         assert_eq!(lag_between(0x1_0000_0009, 0x1_0000_0007), "0");
         assert_eq!(lag_between(0x1_0000_0003, 0x2_0000_0001), "-");
+        assert_eq!(lag_between(0x1_0000_0003, 0x2_0000_0000), "0");
     }
 }
