@@ -24,7 +24,8 @@
 #    100 bytes are created through a follower (zkload 4 x 64); growth per znode of the
 #    member that grew most, and of the leader.
 # Not yet here (issue 16): failover write gap, catch-up by DIFF and by SNAP.
-# Output: stdout and $BENCH_DIR/results.txt; raw client output in $BENCH_DIR/raw. Exit 0
+# Output: stdout and $BENCH_DIR/results.txt, SVG charts of the load section in
+# $BENCH_DIR/charts/ensemble-*.svg (charts.py); raw client output in $BENCH_DIR/raw. Exit 0
 # when every run succeeded (targets met or not), 1 when one failed.
 # Environment: KEEL_BIN (copied into $BENCH_DIR), ZK_HEAP (1g), BENCH_DIR
 # (/tmp/keel-bench-ensemble), BENCH_PORT (ZooKeeper's base port 2940; keel's is +30).
@@ -228,4 +229,6 @@ MET=0; MISSED=0
   for k in "${KINDS[@]}"; do [ -n "${NOTE[$k]:-}" ] && echo "note ($k):${NOTE[$k]}"; done
   if [ $QUICK = 1 ]; then echo "quick mode: sizes too small for real figures; this checks the harness."; fi
 } | tee "$WORK/results.txt"
+# The load section as SVG charts (ops/s and p99 per phase, ZooKeeper and keel): $WORK/charts.
+want load && python3 "$HERE/charts.py" "$RES" "$WORK/charts" ensemble | sed 's/^/chart: /'
 [ $FAILED = 0 ]

@@ -32,7 +32,8 @@
 # would otherwise be taken from the next run, keel's, on that core.
 # Final table: median of rounds for each server, ratio keel/ZooKeeper, target, ok/MISS.
 # Exit status 0 when every run succeeded (whatever the targets), 1 when one failed.
-# Output: stdout and $BENCH_DIR/results.txt; raw client output in $BENCH_DIR/raw, server
+# Output: stdout and $BENCH_DIR/results.txt, SVG charts of the load section in
+# $BENCH_DIR/charts/standalone-*.svg (charts.py); raw client output in $BENCH_DIR/raw, server
 # logs in $BENCH_DIR/logs (each run replaces the last). Every server started here is
 # stopped on exit (also on Ctrl-C or a failure), and its data directory removed.
 #
@@ -318,5 +319,7 @@ MET=0; MISSED=0
   for k in "${KINDS[@]}"; do [ -n "${NOTE[$k]:-}" ] && echo "note ($k):${NOTE[$k]}"; done
   if [ $QUICK = 1 ]; then echo "quick mode: sizes too small for real figures; this checks the harness."; fi
 } | tee "$WORK/results.txt"
+# The load section as SVG charts (ops/s and p99 per phase, ZooKeeper and keel): $WORK/charts.
+want load && python3 "$HERE/charts.py" "$RES" "$WORK/charts" standalone | sed 's/^/chart: /'
 # Exit status: 0 when every run succeeded (targets missed or not), 1 when a run failed.
 [ $FAILED = 0 ]

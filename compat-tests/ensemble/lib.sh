@@ -14,6 +14,8 @@
 # (each member still listens on its own ports; only the addresses it dials change).
 # ENSEMBLE_ADMIN_BASE, when set, enables each member's AdminServer on port
 # ENSEMBLE_ADMIN_BASE+i (ZooKeeper then needs ZK_CP_EXTRA: Jetty and Jackson jars).
+# ENSEMBLE_SERVER_CLIENT_PORTS=1 writes each member's client address into the server.N
+# lines (`;127.0.0.1:PORT`), as ZooKeeper's dynamic-config form has it.
 # ENSEMBLE_OBSERVERS=K (0) adds members 4..3+K as observers (`server.N=...:observer`
 # on every member, `peerType=observer` in theirs), ports numbered as above; the ensemble
 # is then formed when they observe too.
@@ -80,7 +82,7 @@ start_ensemble() { # KIND DIR BASE [EXTRA_CFG]
           q=$((ENSEMBLE_PROXY_BASE + 10 * (i - 1) + 2 * (j - 1)))
           echo "server.$j=127.0.0.1:$q:$((q + 1))"
         else
-          echo "server.$j=127.0.0.1:$((base + 10 * (j - 1) + 2)):$((base + 10 * (j - 1) + 3))$( [ "$j" -gt 3 ] && echo :observer)"
+          echo "server.$j=127.0.0.1:$((base + 10 * (j - 1) + 2)):$((base + 10 * (j - 1) + 3))$( [ "$j" -gt 3 ] && echo :observer)$( [ -n "${ENSEMBLE_SERVER_CLIENT_PORTS:-}" ] && echo ";127.0.0.1:$((base + 10 * (j - 1) + 1))")"
         fi
       done
       [ "$i" -gt 3 ] && echo "peerType=observer"

@@ -1208,7 +1208,7 @@ fn java_date(epoch_ms: i64) -> String {
 
 /// Proleptic Gregorian (year, month 1-12, day 1-31) of a day count since 1970-01-01
 /// (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
+pub(crate) fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
@@ -2225,6 +2225,12 @@ zk_p999_write_commitproc_time_ms	0
             sid,
             observer: false,
             synced: true,
+            acked_zxid: 0,
+            lag_txns: Some(0),
+            lag_ms: Some(0),
+            lag_ms_at_least: false,
+            last_heard_ms_ago: 0,
+            connected_at_ms: 0,
         };
         ServerSnapshot {
             mode: if leader { "leader" } else { "follower" }.into(),
@@ -2252,6 +2258,8 @@ zk_p999_write_commitproc_time_ms	0
                 leader_uptime_ms: leader.then_some(2707),
                 diff_count: 0,
                 snap_count: 0,
+                last_election: None,
+                looking_since_ms: None,
             }),
             ..ServerSnapshot::default()
         }

@@ -830,6 +830,8 @@ mod tests {
             leader_uptime_ms: None,
             diff_count: 0,
             snap_count: 0,
+            last_election: None,
+            looking_since_ms: None,
         };
         let v = gather(&server, &config, Some(&e));
         let body = |name: &str| to_jackson_pretty(&run(name, &HashMap::new(), &v));

@@ -13,6 +13,35 @@ pub struct LearnerView {
     /// Its sync is queued and proposals are forwarded to it (ZooKeeper's forwarding
     /// followers / observing learners).
     pub synced: bool,
+    /// The highest zxid it acknowledged as durable (0 before its NEWLEADER ACK; an
+    /// observer never acknowledges).
+    pub acked_zxid: i64,
+    /// Txns of the leader's log after `acked_zxid`; `None` when that count is not a
+    /// zxid difference (an observer, or an ACK from an older epoch than the log's end).
+    pub lag_txns: Option<u64>,
+    /// ms since the leader proposed the first txn it has not acknowledged (0 when it
+    /// acknowledged every one); `None` as for `lag_txns`. `lag_ms_at_least` marks a
+    /// lower bound (that proposal is older than the times the leader keeps).
+    pub lag_ms: Option<u64>,
+    /// See `lag_ms`.
+    pub lag_ms_at_least: bool,
+    /// ms since the leader last heard from it.
+    pub last_heard_ms_ago: u64,
+    /// When it connected to this leader (its election's end), ms since the Unix epoch.
+    pub connected_at_ms: u64,
+}
+
+/// One finished election of this member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ElectionView {
+    /// When it started looking, ms since the Unix epoch.
+    pub started_ms: u64,
+    /// When it ended, ms since the Unix epoch.
+    pub ended_ms: u64,
+    /// The leader it chose.
+    pub leader: u64,
+    /// The winning vote's last zxid and currentEpoch, when known.
+    pub vote: Option<(i64, u32)>,
 }
 
 /// An ensemble member's Zab state at one instant.
@@ -45,6 +74,10 @@ pub struct EnsembleView {
     /// Learners this member synced as leader with SNAP since it started
     /// (ZooKeeper's `ServerMetrics.SNAP_COUNT`, `zk_snap_count`).
     pub snap_count: u64,
+    /// This member's last finished election (`None` before the first ends).
+    pub last_election: Option<ElectionView>,
+    /// While electing: since when, ms since the Unix epoch.
+    pub looking_since_ms: Option<u64>,
 }
 
 impl EnsembleView {

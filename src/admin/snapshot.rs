@@ -407,6 +407,8 @@ mod tests {
             leader_uptime_ms: Some(0),
             diff_count: 2,
             snap_count: 1,
+            last_election: None,
+            looking_since_ms: None,
         };
         let snap = build(&server, &config, Some(&view));
         let conf = super::super::fourlw::render("conf", &snap).unwrap();

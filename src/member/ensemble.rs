@@ -12,9 +12,9 @@
 use super::core::{handle, route, ClientSink};
 use super::now_ms;
 use crate::admin::core_handle::{CoreCall, CoreHandle};
-use crate::admin::quorum::{EnsembleView, LearnerView};
+use crate::admin::quorum::{ElectionView, EnsembleView, LearnerView};
 use crate::config::Config;
-use crate::member::replica::{Effect, Replica};
+use crate::member::replica::{Effect, ProposedAt, Replica};
 use crate::net::busy_poll::BusyPoll;
 use crate::net::client::{self, ClientParams, ClientPorts, ToCore};
 use crate::net::peer::{PeerInbox, PeerNet, PeerParams};
@@ -60,6 +60,18 @@ pub fn zab_config(config: &Config, my_id: Sid) -> Result<zab::Config, String> {
         u64::from(config.init_limit),
         u64::from(config.sync_limit),
     ))
+}
+
+/// Txns from `from` to `to` in one epoch's numbering (0 when `from` is at or past
+/// `to`); `None` across epochs, where a zxid difference counts no txns.
+fn zxid_distance(from: Zxid, to: Zxid) -> Option<u64> {
+    if from >= to {
+        Some(0)
+    } else if from >> 32 == to >> 32 {
+        Some(to - from)
+    } else {
+        None
+    }
 }
 
 /// The peer runtime's settings from zoo.cfg.
@@ -262,6 +274,9 @@ impl EnsembleCore {
         };
         let (accepted_epoch, current_epoch) = peer.epochs();
         let syncs = self.replica.sync_counts();
+        let now = now_ms() as u64;
+        let last = peer.last_logged();
+        let (last_election, looking_since_ms) = self.replica.elections();
         EnsembleView {
             my_id: peer.sid(),
             peer_state: format!("{state} - {zab_state}"),
@@ -273,17 +288,41 @@ impl EnsembleCore {
             learners: peer
                 .learners()
                 .into_iter()
-                .map(|l| LearnerView {
-                    sid: l.sid,
-                    observer: l.observer,
-                    synced: l.forwarding,
+                .map(|l| {
+                    // An observer never ACKs; a participant's lag is from its ACKs.
+                    let lag_known = !l.observer && l.forwarding;
+                    let lag_txns = lag_known.then(|| zxid_distance(l.acked, last)).flatten();
+                    let (lag_ms, lag_ms_at_least) = match self.replica.proposed_at(l.acked) {
+                        _ if !lag_known => (None, false),
+                        ProposedAt::CaughtUp => (Some(0), false),
+                        ProposedAt::At(t) => (Some(now.saturating_sub(t)), false),
+                        ProposedAt::Before(t) => (Some(now.saturating_sub(t)), true),
+                    };
+                    LearnerView {
+                        sid: l.sid,
+                        observer: l.observer,
+                        synced: l.forwarding,
+                        acked_zxid: l.acked as i64,
+                        lag_txns,
+                        lag_ms,
+                        lag_ms_at_least,
+                        last_heard_ms_ago: now.saturating_sub(l.last_heard_ms),
+                        connected_at_ms: l.connected_ms,
+                    }
                 })
                 .collect(),
             leader_uptime_ms: peer
                 .leading_since_ms()
-                .map(|since| (now_ms() as u64).saturating_sub(since)),
+                .map(|since| now.saturating_sub(since)),
             diff_count: syncs.diff + syncs.trunc,
             snap_count: syncs.snap,
+            last_election: last_election.map(|e| ElectionView {
+                started_ms: e.started_ms,
+                ended_ms: e.ended_ms,
+                leader: e.leader,
+                vote: e.vote.map(|(z, epoch)| (z as i64, epoch)),
+            }),
+            looking_since_ms,
         }
     }
 

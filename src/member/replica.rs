@@ -99,6 +99,12 @@ pub struct Replica {
     halted: Option<String>,
     effects: Vec<Effect>,
     syncs: SyncCounts,
+    /// While leading: when each recent proposal was made (see [`ProposalTimes`]).
+    proposal_times: ProposalTimes,
+    /// When this member last started electing, ms; `None` once an election ended.
+    looking_since_ms: Option<u64>,
+    /// How its last election went.
+    last_election: Option<ElectionRecord>,
     /// The ensemble's membership text ([`crate::config::Config::membership`]), which
     /// `/zookeeper/config` holds.
     membership: Bytes,
@@ -115,6 +121,73 @@ pub struct SyncCounts {
     pub trunc: u64,
     /// Syncs that began with SNAP.
     pub snap: u64,
+}
+
+/// Proposal times kept while leading ([`ProposalTimes`]). Entries every synced
+/// participant acknowledged are dropped when the queue is full; a learner stuck further
+/// back then shows a lag of at least the oldest entry's age.
+const PROPOSAL_TIMES: usize = 4096;
+
+/// When the leader's recent proposals were made, (zxid, ms), ascending, at most
+/// [`PROPOSAL_TIMES`] of them, for the learners' lag in ms.
+#[derive(Debug, Default)]
+struct ProposalTimes {
+    times: VecDeque<(Zxid, u64)>,
+    /// The last zxid whose time was dropped (0: none).
+    dropped: Zxid,
+}
+
+impl ProposalTimes {
+    /// Keeps `zxid`'s time. When full, first drops the times every synced participant
+    /// acknowledged (`min_acked` gives the least of their ACKs), then the oldest.
+    fn record(&mut self, zxid: Zxid, now_ms: u64, min_acked: impl FnOnce() -> Zxid) {
+        if self.times.len() >= PROPOSAL_TIMES {
+            let acked = min_acked();
+            while let Some(&(z, _)) = self.times.front() {
+                if z > acked && self.times.len() < PROPOSAL_TIMES {
+                    break;
+                }
+                self.dropped = z;
+                self.times.pop_front();
+            }
+        }
+        self.times.push_back((zxid, now_ms));
+    }
+
+    /// When the first txn after `acked` was proposed.
+    fn at(&self, acked: Zxid) -> ProposedAt {
+        let i = self.times.partition_point(|&(z, _)| z <= acked);
+        match self.times.get(i) {
+            None => ProposedAt::CaughtUp,
+            // Txns up to `dropped` were proposed before the oldest time kept.
+            Some(&(_, t)) if i == 0 && acked < self.dropped => ProposedAt::Before(t),
+            Some(&(_, t)) => ProposedAt::At(t),
+        }
+    }
+}
+
+/// One election of this member, from LOOKING to following or leading.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ElectionRecord {
+    /// When it started looking, ms.
+    pub started_ms: u64,
+    /// When it ended (this member started leading, following or observing), ms.
+    pub ended_ms: u64,
+    /// The leader it chose.
+    pub leader: Sid,
+    /// The winning vote's last zxid and currentEpoch, when the vote is known.
+    pub vote: Option<(Zxid, u32)>,
+}
+
+/// When a learner's oldest unacknowledged txn was proposed (see [`Replica::proposed_at`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProposedAt {
+    /// Nothing after its acknowledged zxid was proposed in this term of leading.
+    CaughtUp,
+    /// The first txn after its acknowledged zxid was proposed at this ms.
+    At(u64),
+    /// Proposed before the oldest time kept, which is this ms.
+    Before(u64),
 }
 
 /// The applied state as a snapshot holds it.
@@ -195,6 +268,9 @@ impl Replica {
             halted: None,
             effects: Vec::new(),
             syncs: SyncCounts::default(),
+            proposal_times: ProposalTimes::default(),
+            looking_since_ms: Some(now_ms),
+            last_election: None,
             membership,
         };
         replica.run(now_ms, actions);
@@ -295,6 +371,30 @@ impl Replica {
     /// The syncs this member chose as leader, by mode (see [`SyncCounts`]).
     pub fn sync_counts(&self) -> SyncCounts {
         self.syncs
+    }
+
+    /// This member's last finished election, and when it started looking if it is
+    /// electing now.
+    pub fn elections(&self) -> (Option<ElectionRecord>, Option<u64>) {
+        (self.last_election, self.looking_since_ms)
+    }
+
+    /// While leading, when the first txn after `acked` was proposed; a learner's lag
+    /// in ms is the time since then. Work: a binary search of the kept times.
+    pub fn proposed_at(&self, acked: Zxid) -> ProposedAt {
+        self.proposal_times.at(acked)
+    }
+
+    fn record_proposal(&mut self, now_ms: u64, zxid: Zxid) {
+        let peer = &self.peer;
+        self.proposal_times.record(zxid, now_ms, || {
+            peer.learners()
+                .iter()
+                .filter(|l| !l.observer && l.forwarding)
+                .map(|l| l.acked)
+                .min()
+                .unwrap_or(zxid)
+        });
     }
 
     /// Why the replica halted, if it did (see [`Effect::Halt`]).
@@ -455,6 +555,7 @@ impl Replica {
                     _ => None,
                 };
                 self.own_from = None;
+                self.note_election(now_ms, change);
                 if matches!(change, RoleChange::LearnerServing { .. }) {
                     // Synced (DIFF, TRUNC or SNAP, whose tree holds the leader's
                     // content): the member's own configuration is written again before
@@ -527,6 +628,33 @@ impl Replica {
             // Answers to `Propose`, taken by `propose`.
             Action::Proposed { .. } | Action::ProposeRefused => {}
             other => self.effects.push(Effect::Zab(other)),
+        }
+    }
+
+    /// Keeps the election figures the console shows: when looking began, and when it
+    /// ended with which leader. Proposal times belong to one term of leading.
+    fn note_election(&mut self, now_ms: u64, change: RoleChange) {
+        let leader = match change {
+            RoleChange::Looking => {
+                self.looking_since_ms = Some(now_ms);
+                self.proposal_times = ProposalTimes::default();
+                return;
+            }
+            RoleChange::Leading => self.peer.sid(),
+            RoleChange::Following { leader } | RoleChange::Observing { leader } => leader,
+            RoleChange::LeaderEstablished { .. } | RoleChange::LearnerServing { .. } => return,
+        };
+        self.proposal_times = ProposalTimes::default();
+        if let Some(started_ms) = self.looking_since_ms.take() {
+            self.last_election = Some(ElectionRecord {
+                started_ms,
+                ended_ms: now_ms,
+                leader,
+                vote: self
+                    .peer
+                    .decided_vote()
+                    .map(|v| (v.zxid, v.peer_epoch as u32)),
+            });
         }
     }
 
@@ -706,6 +834,7 @@ impl Replica {
             match a {
                 Action::Proposed { zxid } if zxid == txn.zxid as Zxid => {
                     self.own_from.get_or_insert(zxid);
+                    self.record_proposal(now_ms, zxid);
                 }
                 Action::Proposed { zxid } => {
                     debug_assert_eq!(zxid, txn.zxid as Zxid, "Zab and the server disagree");
@@ -820,4 +949,43 @@ fn decode_state(bytes: &[u8]) -> Result<State, String> {
         tree,
         sessions,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proposal_times_give_the_first_unacknowledged_txns_time() {
+        let mut t = ProposalTimes::default();
+        assert_eq!(t.at(0x1_0000_0000), ProposedAt::CaughtUp);
+        for c in 1..=3u64 {
+            t.record(0x1_0000_0000 + c, 100 * c, || unreachable!("not full"));
+        }
+        // A learner synced up to the epoch's start is behind by all three.
+        assert_eq!(t.at(0x1_0000_0000), ProposedAt::At(100));
+        assert_eq!(t.at(0x1_0000_0001), ProposedAt::At(200));
+        assert_eq!(t.at(0x1_0000_0003), ProposedAt::CaughtUp);
+    }
+
+    #[test]
+    fn full_proposal_times_drop_what_all_acknowledged_then_the_oldest() {
+        let mut t = ProposalTimes::default();
+        let n = PROPOSAL_TIMES as u64;
+        for z in 1..=n {
+            t.record(z, z, || unreachable!("not full"));
+        }
+        // Every synced participant acknowledged up to 10: 1..=10 go, 11 stays.
+        t.record(n + 1, n + 1, || 10);
+        assert_eq!(t.times.len(), PROPOSAL_TIMES - 9);
+        assert_eq!(t.at(10), ProposedAt::At(11));
+        // A learner behind that (an observer, a syncing one) gets a lower bound.
+        assert_eq!(t.at(3), ProposedAt::Before(11));
+        // A participant stuck at 0: the oldest goes, one per proposal.
+        for z in n + 2..n + 12 {
+            t.record(z, z, || 0);
+        }
+        assert_eq!(t.times.len(), PROPOSAL_TIMES);
+        assert_eq!(t.at(0), ProposedAt::Before(12));
+    }
 }

@@ -62,6 +62,8 @@ struct Handler {
     /// The last logged zxid its ACKEPOCH reported (0 before): where its sync starts.
     peer_last_zxid: Zxid,
     last_heard_ms: u64,
+    /// When its LEARNERINFO arrived: when it chose this leader.
+    connected_ms: u64,
 }
 
 impl Handler {
@@ -140,6 +142,9 @@ impl Leader {
                 observer: h.observer,
                 forwarding: h.forwarding(),
                 peer_last_zxid: h.peer_last_zxid,
+                acked: h.acked,
+                last_heard_ms: h.last_heard_ms,
+                connected_ms: h.connected_ms,
             })
             .collect()
     }
@@ -278,6 +283,7 @@ impl Leader {
                         acked: 0,
                         peer_last_zxid: 0,
                         last_heard_ms: now,
+                        connected_ms: now,
                     },
                 );
                 self.advance(ctx)

@@ -422,6 +422,13 @@ pub struct LearnerInfo {
     /// The last logged zxid its ACKEPOCH reported, 0 before (ZooKeeper's
     /// `LearnerHandler.peerLastZxid`): the zxid its DIFF, TRUNC or SNAP starts from.
     pub peer_last_zxid: Zxid,
+    /// The highest zxid it acknowledged as durable (0 before its NEWLEADER ACK; an
+    /// observer never acknowledges): how far behind the leader's log it is.
+    pub acked: Zxid,
+    /// When the leader last heard from it, ms (the time input's clock).
+    pub last_heard_ms: u64,
+    /// When its LEARNERINFO arrived, ms: when its election ended with this leader.
+    pub connected_ms: u64,
 }
 
 #[derive(Debug)]

@@ -88,6 +88,10 @@ pub fn data(bytes: &[u8], cap: usize) -> (String, bool) {
     (text(&out), false)
 }
 
+/// Where a page's foot goes: [`super::render`] replaces it with the core time. A
+/// comment, so a page rendered without it shows nothing there.
+pub const FOOT_MARK: &str = "<!--foot-->";
+
 /// The page frame: `title` (already escaped) and `body` (HTML), with the console's
 /// navigation and a style that reads at 1280 px and on a phone.
 pub fn page(title: &str, body: &str) -> String {
@@ -97,7 +101,7 @@ pub fn page(title: &str, body: &str) -> String {
 <title>{title} - keel console</title><style>{STYLE}</style></head><body>\
 <nav><b>keel</b> <a href=\"/console/ensemble\">ensemble</a> \
 <a href=\"/console/tree/\">tree</a> <a href=\"/console/sessions\">sessions</a></nav>\
-<main><h1>{title}</h1>\n{body}</main></body></html>\n"
+<main><h1>{title}</h1>\n{body}{FOOT_MARK}</main></body></html>\n"
     )
 }
 
@@ -107,7 +111,7 @@ main{padding:0 1em 2em;max-width:78em}h1{font-size:1.3em;word-break:break-all}\
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;\
 text-align:left;vertical-align:top}th{background:#eee}\
 pre{background:#f6f6f6;padding:.5em;overflow-x:auto;white-space:pre-wrap;word-break:break-all}\
-.wide{overflow-x:auto}.denied{color:#a00}.me{font-weight:bold}\
+.wide{overflow-x:auto}footer{color:#777;font-size:.85em;margin-top:2em}.denied{color:#a00}.me{font-weight:bold}\
 @media(max-width:600px){body{font-size:14px}td,th{padding:.15em .3em}}";
 
 #[cfg(test)]

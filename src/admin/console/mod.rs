@@ -1,11 +1,13 @@
 //! A read-only web console on the AdminServer port (issue 20): server-rendered HTML, no
 //! script, no external asset.
 //!
-//! Pages: `/` and `/console/ensemble` ([`ensemble`]), `/console/tree/<znode path>`
+//! Pages: `/` and `/console/ensemble` ([`ensemble`]; it also asks the other members'
+//! `srvr` on their client ports, from the AdminServer task), `/console/tree/<znode path>`
 //! ([`tree`]; `/console/tree/` is the root; `?after=<name>` pages the children),
 //! `/console/sessions` (`?after=<id>`) and `/console/session/<id in hex>` ([`sessions`]).
 //! Each page is gathered in one [`CoreHandle::query`], so it shows one instant, and each
-//! costs the core a bounded amount of work (stated per page). Nothing on the console
+//! costs the core a bounded amount of work (stated per page, and measured at the foot of
+//! every page); the HTML is made off the core. Nothing on the console
 //! changes data. The console reads as `ip:<the browser's address>`, plus the digest
 //! identity of `admin.console.identity` (`user:password`) when set, and ACLs apply to it
 //! as to a client.
@@ -16,6 +18,9 @@ pub mod sessions;
 pub mod tree;
 
 use crate::admin::core_handle::CoreHandle;
+use crate::admin::quorum::EnsembleView;
+use crate::config::Config;
+use crate::server::Server;
 use crate::tree::acl;
 use jute::Id;
 use std::net::IpAddr;
@@ -97,39 +102,74 @@ pub fn identities(peer: IpAddr, console_identity: Option<&str>) -> Vec<Id> {
 }
 
 /// Renders `page` from one query of the core; `None` when the core has stopped.
-/// `after` is the `after` request parameter (paging).
+/// `after` is the `after` request parameter (paging). Only the gathering runs on the
+/// core (its time is shown at the foot of the page, `#core-us`); the HTML is made on the
+/// AdminServer task.
 pub async fn render(
     core: &CoreHandle,
     page: Page,
     after: Option<String>,
     ids: Vec<Id>,
 ) -> Option<String> {
-    match page {
+    let (html, core_us) = match page {
         Page::Ensemble => {
-            core.query(|s, c, e| ensemble::render(&ensemble::gather(s, c, e)))
-                .await
+            let (page, us) = timed(core, ensemble::gather).await?;
+            // The other members' srvr answers, asked here (not on the core), at once.
+            let my_id = page.ensemble.as_ref().map(|e| e.my_id);
+            let asks: Vec<_> = page
+                .members
+                .iter()
+                .filter(|m| Some(m.id) != my_id)
+                .filter_map(|m| {
+                    let addr = m.client.clone()?;
+                    Some((m.id, tokio::spawn(ensemble::ask_srvr(addr))))
+                })
+                .collect();
+            let mut answers = Vec::with_capacity(asks.len());
+            for (id, task) in asks {
+                let answer = task.await.unwrap_or_else(|e| Err(e.to_string()));
+                answers.push((id, answer));
+            }
+            (ensemble::render(&page, &answers), us)
         }
         Page::Tree(path) => {
             let after = after.unwrap_or_default();
-            core.query(move |s, _, _| tree::render(&tree::gather(s, &path, &after, &ids)))
-                .await
+            let (view, us) =
+                timed(core, move |s, _, _| tree::gather(s, &path, &after, &ids)).await?;
+            (tree::render(&view), us)
         }
         Page::Sessions => {
             let after = after.as_deref().and_then(sessions::parse_id);
-            core.query(move |s, _, _| sessions::render_list(&sessions::gather_list(s, after)))
-                .await
+            let (list, us) = timed(core, move |s, _, _| sessions::gather_list(s, after)).await?;
+            (sessions::render_list(&list), us)
         }
         Page::Session(id) => {
-            core.query(move |s, _, _| {
-                sessions::render_session(id, sessions::gather_session(s, id).as_ref())
-            })
-            .await
+            let (view, us) = timed(core, move |s, _, _| sessions::gather_session(s, id)).await?;
+            (sessions::render_session(id, view.as_ref()), us)
         }
-        Page::NotFound => Some(html::page(
+        Page::NotFound => return Some(html::page(
             "Not found",
             "<p>No console page here. Start at <a href=\"/console/ensemble\">the ensemble</a>.</p>",
         )),
-    }
+    };
+    Some(html.replace(
+        html::FOOT_MARK,
+        &format!("<footer id=\"core-us\">gathered on the core in {core_us} µs</footer>"),
+    ))
+}
+
+/// Runs `f` on the core and measures it there: (its result, µs it took).
+async fn timed<R, F>(core: &CoreHandle, f: F) -> Option<(R, u128)>
+where
+    R: Send + 'static,
+    F: FnOnce(&Server, &Config, Option<&EnsembleView>) -> R + Send + 'static,
+{
+    core.query(move |s, c, e| {
+        let t0 = std::time::Instant::now();
+        let r = f(s, c, e);
+        (r, t0.elapsed().as_micros())
+    })
+    .await
 }
 
 #[cfg(test)]
