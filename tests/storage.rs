@@ -684,6 +684,14 @@ fn txnlog_spare_segment_is_prepared_ahead_and_a_stale_one_is_never_read() {
     let dir = TempDir::new("txnlog-spare");
     drop(two_segments(dir.path()));
     let spare = dir.path().join(txnlog::TXNLOG_DIR).join(txnlog::SPARE_NAME);
+    // The spare is prepared on its own thread, paced, and the store's drop does not wait
+    // for it: under load it may not even exist yet (seen once on a busy machine).
+    let t0 = std::time::Instant::now();
+    while std::fs::metadata(&spare).map_or(true, |m| m.len() < txnlog::SEGMENT_TARGET_BYTES)
+        && t0.elapsed() < std::time::Duration::from_secs(60)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     assert!(
         spare.exists(),
         "a half-full segment gets its successor prepared"
