@@ -17,7 +17,8 @@ With --keep-data, each keel member starts on the dataDir its ZooKeeper predecess
 (keel converts it in place at start-up: issue 17 item 3), so it rejoins by DIFF (or
 TRUNC) rather than SNAP: the member's log must say it converted the dataDir, and the
 leader's log (either kind's words: syncdiff.py syncs) must show that learner synced by
-DIFF or TRUNC, never SNAP. The replaced member starts once the other two serve with a
+DIFF or TRUNC, never SNAP (BALLAST_NODES znodes of BALLAST_BYTES each are written
+first: rolling.sh says why). The replaced member starts once the other two serve with a
 leader, so that it joins as a follower (with the newest zxid it could otherwise win the
 election, and then no sync of it would show). The way back still empties the dataDir:
 ZooKeeper cannot read keel's store, and syncs by SNAP.
@@ -50,6 +51,8 @@ from kazoo.client import KazooClient  # noqa: E402
 from kazoo.protocol.states import KazooState  # noqa: E402
 
 WATCH_WAIT_S = 15.0
+# --keep-data: znodes of ballast written first, bytes each (see rolling.sh).
+BALLAST_NODES, BALLAST_BYTES = 16, 256 * 1024
 
 
 class Client(Writer):
@@ -171,6 +174,9 @@ def main():
         return 1
     setup = KazooClient(hosts=client_hosts(members, 0))
     setup.start(timeout=30)
+    if keep_data:
+        for i in range(BALLAST_NODES):
+            setup.create("/rolling/ballast-%d" % i, bytes([i]) * BALLAST_BYTES)
     clients = start_writers(members, Client)
     time.sleep(2)
     steps = [(m, keel_bin, "keel") for m in members] + [(m, zk_exec, "zk") for m in members]
