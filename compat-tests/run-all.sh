@@ -41,7 +41,8 @@ suite kazoo-mixed bash "$HERE/kazoo/run.sh" --cluster keel,keel,zk
 suite tls bash "$HERE/tls/run.sh"
 suite sasl bash "$HERE/sasl/run.sh"
 suite mixed bash "$HERE/mixed/run.sh"
-suite rolling-migration bash "$HERE/mixed/rolling.sh"
+suite rolling-migration bash "$HERE/mixed/rolling.sh" plain
+suite rolling-migration-keep-data bash "$HERE/mixed/rolling.sh" keep-data
 suite sync-differential bash "$HERE/mixed/syncdiff.sh"
 suite migrate bash "$HERE/migrate/run.sh"
 suite ensemble bash "$HERE/ensemble/run.sh" keel 20

@@ -934,3 +934,35 @@ fn a_zookeeper_members_datadir_converts_in_place_to_a_member_store() {
     );
     assert!(!zk2.join("keel-db").exists());
 }
+
+#[test]
+fn an_empty_log_file_is_skipped_only_when_it_is_the_last() {
+    // ZooKeeper deletes an empty last log (created just before a crash) and refuses
+    // any other file without a header: the import and the member conversion alike.
+    let mut session = W::default();
+    session.int(20000);
+    let next = log_file(&[payload(0x7a, 11, op::CREATE_SESSION, &session, None)], 64);
+    let dir = tempfile::tempdir().unwrap();
+    let last = zk_dir(
+        dir.path(),
+        &[(5, sample_snapshot(None))],
+        &[(4, sample_log()), (0xb, Vec::new())],
+    );
+    let s = keel::import::run(&options(&last, &dir.path().join("k")), &mut |_| {}).unwrap();
+    assert_eq!((s.last_zxid, s.log_files), (10, 2));
+    let c = keel::import::ensemble::convert(&options(&last, &last), &mut |_| {}).unwrap();
+    assert_eq!((c.last_zxid, c.logged_txns, c.log_files), (10, 5, 2));
+
+    let dir = tempfile::tempdir().unwrap();
+    let inner = zk_dir(
+        dir.path(),
+        &[(5, sample_snapshot(None))],
+        &[(4, sample_log()), (0xb, Vec::new()), (0xc, next)],
+    );
+    let empty_named = |e: &ImportError| matches!(e, ImportError::Corrupt { path, offset: 0, .. } if path.ends_with("log.b"));
+    let e = keel::import::run(&options(&inner, &dir.path().join("k")), &mut |_| {}).unwrap_err();
+    assert!(empty_named(&e), "{e}");
+    let e = keel::import::ensemble::convert(&options(&inner, &inner), &mut |_| {}).unwrap_err();
+    assert!(empty_named(&e), "{e}");
+    assert!(!inner.join("keel-db").exists());
+}

@@ -553,3 +553,64 @@ fn a_session_moved_to_another_learner_is_revalidated_and_its_old_member_gets_ses
     );
     e.assert_same_state();
 }
+
+/// A committed create of `path` with `data` at `zxid`, as the leader would send it.
+fn create_txn(zxid: i64, path: &str, data: &[u8]) -> Txn {
+    Txn {
+        zxid,
+        time_ms: T0 + zxid,
+        session_id: 0x77,
+        cxid: zxid as i32,
+        op: keel::server::txn::TxnOp::Create {
+            opcode: op::CREATE,
+            path: path.to_string(),
+            data: Some(Bytes::copy_from_slice(data)),
+            acl: Vec::new(),
+            owner: 0,
+            parent_creates: zxid as i32,
+        },
+    }
+}
+
+#[test]
+fn txns_up_to_the_lenient_bound_apply_over_what_the_tree_already_holds() {
+    // A member that starts on a (fuzzy) ZooKeeper snapshot holds txns logged after it,
+    // some of which the snapshot already reflects: up to `set_lenient_upto` they apply
+    // as recovery replays them (a create over an existing znode replaces it, a delete
+    // of a missing one is a no-op), not refused; above it a refusal stands.
+    let mut s = Server::new(sansio::logged_settings(), 0, T0, 9);
+    s.set_server_id(2);
+    s.handle(T0, Input::Role(Role::Learner));
+    s.handle(T0, Input::Apply(create_txn(1, "/a", b"v1")));
+    s.set_lenient_upto(3);
+    let a = |s: &Server| {
+        let n = s.tree.get("/a").expect("/a exists");
+        (n.data_bytes().to_vec(), n.mzxid())
+    };
+    // At the bound's side: /a exists (NodeExists strictly) and is replaced.
+    s.handle(T0, Input::Apply(create_txn(2, "/a", b"fuzzy")));
+    assert_eq!(
+        a(&s),
+        (b"fuzzy".to_vec(), 2),
+        "a create at or below the bound applies"
+    );
+    let delete = Txn {
+        op: keel::server::txn::TxnOp::Delete {
+            path: "/missing".to_string(),
+        },
+        ..create_txn(3, "/missing", b"")
+    };
+    s.handle(T0, Input::Apply(delete));
+    assert_eq!(s.last_zxid, 3);
+    assert!(s.tree.get("/missing").is_none());
+    // Above the bound: NodeExists stands, /a keeps what zxid 2 wrote.
+    s.handle(T0, Input::Apply(create_txn(4, "/a", b"late")));
+    assert_eq!(
+        a(&s),
+        (b"fuzzy".to_vec(), 2),
+        "a create above the bound is refused"
+    );
+    assert_eq!(s.last_zxid, 4);
+    s.handle(T0, Input::Apply(create_txn(5, "/b", b"b")));
+    assert_eq!(s.tree.get("/b").map(|n| n.mzxid()), Some(5));
+}

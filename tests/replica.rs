@@ -73,6 +73,10 @@ struct Cluster {
     syncs: HashMap<&'static str, usize>,
     /// Whether leaders SNAP every learner (no DIFF from memory or the log).
     snap_only: bool,
+    /// Learners whose next SNAP is made fuzzy, as a ZooKeeper leader's can be: see
+    /// [`Cluster::fuzz_snap`]. Counts the SNAPs rewritten.
+    fuzzy_snap_to: HashSet<Sid>,
+    fuzzed: usize,
 }
 
 fn key(a: Sid, b: Sid) -> (Sid, Sid) {
@@ -102,6 +106,8 @@ impl Cluster {
             conns: HashSet::new(),
             syncs: HashMap::new(),
             snap_only,
+            fuzzy_snap_to: HashSet::new(),
+            fuzzed: 0,
         };
         for _ in 1..=3 {
             c.nodes.push(Node {
@@ -237,7 +243,9 @@ impl Cluster {
                     self.conns.insert(key(sid, to));
                 }
                 if self.conns.contains(&key(sid, to)) {
-                    self.events.push_back(Event::Msg { from: sid, to, msg });
+                    for msg in self.fuzz_snap(sid, to, msg) {
+                        self.events.push_back(Event::Msg { from: sid, to, msg });
+                    }
                 }
             }
             Action::CloseConnection { peer } => self.break_conn(sid, peer),
@@ -258,6 +266,38 @@ impl Cluster {
             }
             other => panic!("member {sid}: the replica returned {other:?}"),
         }
+    }
+
+    /// A SNAP at zxid Z from `leader` to a learner in `fuzzy_snap_to` becomes what a
+    /// ZooKeeper leader can send (LearnerHandler serializes its tree while it applies
+    /// txns): the same tree, labelled Z - 1, followed by the PROPOSAL and COMMIT of txn
+    /// Z, which that tree already holds. Other messages pass unchanged.
+    fn fuzz_snap(&mut self, leader: Sid, to: Sid, msg: Message) -> Vec<Message> {
+        let Message::Snap { zxid, snapshot } = msg else {
+            return vec![msg];
+        };
+        if !self.fuzzy_snap_to.remove(&to) {
+            return vec![Message::Snap { zxid, snapshot }];
+        }
+        let txn = self
+            .node(leader)
+            .storage
+            .log()
+            .iter()
+            .find(|t| t.zxid == zxid)
+            .expect("the leader logged the SNAP's last txn")
+            .data
+            .clone();
+        assert_ne!(zxid as u32, 0, "txn Z - 1 is in Z's epoch");
+        self.fuzzed += 1;
+        vec![
+            Message::Snap {
+                zxid: zxid - 1,
+                snapshot,
+            },
+            Message::Proposal { zxid, txn },
+            Message::Commit { zxid },
+        ]
     }
 
     /// Delivers every event and syncs every log until nothing moves.
@@ -818,4 +858,59 @@ fn a_live_session_survives_a_leader_failover() {
     for sid in [new, f] {
         assert_eq!(c.owner_of(sid, "/e"), Some(session), "member {sid}");
     }
+}
+
+/// The ERROR lines `f` logs (tracing, on this thread).
+fn errors_logged(f: impl FnOnce()) -> String {
+    #[derive(Clone, Default)]
+    struct Buf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buf = Buf::default();
+    let writer = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::ERROR)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    tracing::subscriber::with_default(subscriber, f);
+    let text = buf.0.lock().unwrap().clone();
+    String::from_utf8(text).unwrap()
+}
+
+/// A learner synced by a fuzzy SNAP (a tree that already holds txns after the SNAP's
+/// zxid, as a ZooKeeper leader sends) applies those txns as ZooKeeper does, without
+/// refusing them (ZooKeeper ignores their NODEEXISTS and NONODE: DataTree.processTxn),
+/// and ends with the leader's tree.
+#[test]
+fn a_learner_applies_the_txns_a_fuzzy_snap_already_holds_without_refusing_them() {
+    let mut c = Cluster::with(true);
+    let leader = c.settle();
+    let (_, f) = others(leader);
+    c.crash(f);
+    c.connect(leader, 1, 30_000);
+    assert!(ok(&c.create(leader, 1, 1, "/x", b"x", 0)));
+    c.fuzzy_snap_to.insert(f);
+    let errors = errors_logged(|| {
+        c.start(f);
+        c.settle();
+    });
+    assert_eq!(c.fuzzed, 1, "the learner was sent the fuzzy SNAP");
+    assert!(!errors.contains("txn did not apply"), "{errors}");
+    c.connect(leader, 30, 10_000);
+    c.connect(f, 30, 10_000);
+    let mut seen = Vec::new();
+    for sid in [leader, f] {
+        let x = c.get(sid, 30, 1, "/x").expect("/x");
+        let server = c.replica(sid).server();
+        seen.push((x, server.tree.node_count(), server.last_zxid));
+    }
+    assert_eq!(seen[0], seen[1], "the learner holds the leader's tree");
 }

@@ -31,7 +31,9 @@ member_kind() { # DIR I   (DIR/mI/kind if present: kazoo/launcher/java writes it
 # or a new epoch begins: election connections broken (a peer stopped) and retried,
 # the SendWorker of a killed peer failing its last message, sessions closed, the learner's "Exception when following the leader" when its
 # leader dies, the shutdown race of its SyncThread (SendAckRequestProcessor on a null
-# socket) and the txns it logged before that race and gets again in the next DIFF
+# socket) and of its FollowerRequestProcessor (a request forwarded on the leader's
+# socket as it closes: "Socket closed", ZooKeeperCriticalThread's "Severe unrecoverable
+# error"; seen once in rolling-migration when the leader was stopped) and the txns it logged before that race and gets again in the next DIFF
 # ("Current zxid ... is <="), JMX names registered by the previous follow, and "Got
 # zxid X expected 0x1" for the first PROPOSAL of every sync (Learner.syncWithLeader
 # starts lastQueued at 0); as a leader, a killed learner's broken connection and a
@@ -41,7 +43,7 @@ member_kind() { # DIR I   (DIR/mI/kind if present: kazoo/launcher/java writes it
 # reconnecting while the follower drops its leader (WorkerService's "Unexpected
 # exception", an NPE in LearnerZooKeeperServer.revalidateSession). Anything
 # else (a digest mismatch, an unexpected packet, a bad snapshot) is reported.
-ZK_BENIGN='maxCnxns is not configured|Connection broken for id|Interrupting SendWorker thread|Interrupted while waiting for message on queue|Send worker leaving thread|Failed to send last message|Unexpected exception, tries=|Close of session|GOODBYE|Unexpected exception in LearnerHandler|Got zxid 0x[0-9a-f]* expected 0x1$|Got zxid 0x[0-9a-f]*00000001 expected 0x|Exception when following the leader|PeerState set to LOOKING|Cannot open channel to|Exception when using channel: for id|Closing connection to leader, exception during packet send|Severe unrecoverable error, from thread : SyncThread|Current zxid [0-9]+ is <= [0-9]+ for|Failed to register MBean|Failed to register with JMX|Exception while sending packets in LearnerHandler|Unable to find proposals from txnlog for zxid: 0x0$|NIOServerCnxn - Unexpected exception$|WorkerService - Unexpected exception$'
+ZK_BENIGN='maxCnxns is not configured|Connection broken for id|Interrupting SendWorker thread|Interrupted while waiting for message on queue|Send worker leaving thread|Failed to send last message|Unexpected exception, tries=|Close of session|GOODBYE|Unexpected exception in LearnerHandler|Got zxid 0x[0-9a-f]* expected 0x1$|Got zxid 0x[0-9a-f]*00000001 expected 0x|Exception when following the leader|PeerState set to LOOKING|Cannot open channel to|Exception when using channel: for id|Closing connection to leader, exception during packet send|Severe unrecoverable error, from thread : SyncThread|Severe unrecoverable error, from thread : FollowerRequestProcessor|Current zxid [0-9]+ is <= [0-9]+ for|Failed to register MBean|Failed to register with JMX|Exception while sending packets in LearnerHandler|Unable to find proposals from txnlog for zxid: 0x0$|NIOServerCnxn - Unexpected exception$|WorkerService - Unexpected exception$'
 
 zk_log_problems() { # DIR
   local i

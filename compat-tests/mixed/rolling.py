@@ -1,7 +1,7 @@
 """The rolling migration under load (issue 17 b): a running ZooKeeper ensemble has its
 members replaced by keel one at a time, then replaced back by ZooKeeper.
 
-Usage: rolling.py ENSEMBLE_DIR KEEL_BIN ZK_EXEC
+Usage: rolling.py [--keep-data] ENSEMBLE_DIR KEEL_BIN ZK_EXEC
 
 ENSEMBLE_DIR is a 3-member ensemble of ZooKeeper members that mixed/lib.sh start_mixed
 started (m1..m3). Four Kazoo clients write without pause (chaos.py's Writer; client i
@@ -12,6 +12,16 @@ new member syncs by SNAP from the leader, of either kind), starts the other prog
 the same zoo.cfg and server id, and waits until the ensemble serves with three members.
 After each step every client's watched znode is set once, and each watch must fire
 exactly once (Kazoo re-registers watches on the member it moves to).
+
+With --keep-data, each keel member starts on the dataDir its ZooKeeper predecessor left
+(keel converts it in place at start-up: issue 17 item 3), so it rejoins by DIFF (or
+TRUNC) rather than SNAP: the member's log must say it converted the dataDir, and the
+leader's log (either kind's words: syncdiff.py syncs) must show that learner synced by
+DIFF or TRUNC, never SNAP (BALLAST_NODES znodes of BALLAST_BYTES each are written
+first: rolling.sh says why). The replaced member starts once the other two serve with a
+leader, so that it joins as a follower (with the newest zxid it could otherwise win the
+election, and then no sync of it would show). The way back still empties the dataDir:
+ZooKeeper cannot read keel's store, and syncs by SNAP.
 
 Then: no client's session expired (each holds the session it started with, and its
 ephemeral names that session as ephemeralOwner on every member), every acknowledged
@@ -28,15 +38,21 @@ import signal
 import sys
 import time
 
-sys.path.insert(
-    0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ensemble"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "ensemble"))
+sys.path.insert(0, HERE)
 from chaos import (Writer, agreement, client_hosts, dump,  # noqa: E402
                    serving_members, start_writers, wait_serving)
+
+from syncdiff import syncs  # noqa: E402
+from sync import Failed, log_size, wait_roles  # noqa: E402
 
 from kazoo.client import KazooClient  # noqa: E402
 from kazoo.protocol.states import KazooState  # noqa: E402
 
 WATCH_WAIT_S = 15.0
+# --keep-data: znodes of ballast written first, bytes each (see rolling.sh).
+BALLAST_NODES, BALLAST_BYTES = 16, 256 * 1024
 
 
 class Client(Writer):
@@ -89,20 +105,52 @@ def stop(m, timeout_s=15.0):
     return False
 
 
-def replace(members, m, cmd):
-    """Stop member m, empty its dataDir (myid kept), start `cmd` on its zoo.cfg; True
-    when m stopped on SIGTERM and the ensemble serves again."""
+def replace(members, m, cmd, keep_data=False):
+    """Stop member m, empty its dataDir (myid kept) unless keep_data, start `cmd` on its
+    zoo.cfg; True when m stopped on SIGTERM and the ensemble serves again. With
+    keep_data, m starts only once the other two serve with a leader (so it follows)."""
     stopped = stop(m)
     data = os.path.join(m.dir, "data")
-    for name in os.listdir(data):
-        if name != "myid":
-            p = os.path.join(data, name)
-            shutil.rmtree(p) if os.path.isdir(p) else os.remove(p)
+    if not keep_data:
+        for name in os.listdir(data):
+            if name != "myid":
+                p = os.path.join(data, name)
+                shutil.rmtree(p) if os.path.isdir(p) else os.remove(p)
+    else:
+        try:
+            wait_roles([x for x in members if x is not m], 60)
+        except Failed as e:
+            print("rolling: %s" % e)
+            return False
     with open(os.path.join(m.dir, "cmd"), "w") as f:
         f.write(cmd + "\n")
     m.cmd = cmd
     m.start()
     return wait_serving(members, 90) and stopped
+
+
+def check_sync(members, m, offsets):
+    """With --keep-data: the problems (a list) with how m rejoined: its log must say it
+    converted ZooKeeper's dataDir, and the leader's log, since `offsets` (log sizes by
+    sid before the step), must show one sync of m, by DIFF or TRUNC. Also returns the
+    leader's sid and the mode."""
+    time.sleep(0.5)  # the decision is logged before UPTODATE; let the log be flushed
+    with open(os.path.join(m.dir, "log"), "rb") as f:
+        f.seek(offsets[m.sid])
+        converted = b"converted ZooKeeper's dataDir in place" in f.read()
+    try:
+        leader, _ = wait_roles(members, 10)
+    except Failed as e:
+        return [str(e)], None, None
+    got = syncs(leader, offsets[leader.sid], m.sid)
+    problems = [] if converted else ["sid %d did not convert a ZooKeeper dataDir (no \"converted "
+                                     "ZooKeeper's dataDir in place\" in its log)" % m.sid]
+    if leader is m:
+        problems.append("sid %d leads: it was not synced" % m.sid)
+    elif len(got) != 1 or got[0][0] not in ("DIFF", "TRUNC"):
+        problems.append("the leader sid %d logged syncs of sid %d %s; wanted one DIFF or TRUNC"
+                        % (leader.sid, m.sid, got))
+    return problems, leader.sid, got[-1][0] if got else None
 
 
 def longest_gap(clients, t0, t1):
@@ -118,21 +166,32 @@ def longest_gap(clients, t0, t1):
 
 def main():
     logging.basicConfig(level=logging.ERROR)
-    root, keel_bin, zk_exec = sys.argv[1:4]
+    args = sys.argv[1:]
+    keep_data = args[:1] == ["--keep-data"]
+    root, keel_bin, zk_exec = args[keep_data:keep_data + 3]
     members = serving_members(root, "rolling", ("/chaos", "/rolling"))
     if members is None:
         return 1
     setup = KazooClient(hosts=client_hosts(members, 0))
     setup.start(timeout=30)
+    if keep_data:
+        for i in range(BALLAST_NODES):
+            setup.create("/rolling/ballast-%d" % i, bytes([i]) * BALLAST_BYTES)
     clients = start_writers(members, Client)
     time.sleep(2)
     steps = [(m, keel_bin, "keel") for m in members] + [(m, zk_exec, "zk") for m in members]
     failed = False
     for n, (m, cmd, kind) in enumerate(steps, 1):
         t0 = time.monotonic()
-        ok = replace(members, m, cmd)
+        offsets = {x.sid: log_size(x) for x in members}
+        keep = keep_data and kind == "keel"
+        ok = replace(members, m, cmd, keep)
         time.sleep(1)
         t1 = time.monotonic()
+        sync_text, sync_problems = "", []
+        if keep and ok:
+            sync_problems, leader_sid, how = check_sync(members, m, offsets)
+            sync_text = "; synced by %s from sid %s" % (how, leader_sid)
         gap = longest_gap(clients, t0, t1)
         kinds = ",".join(
             "keel" if x.cmd == keel_bin else "zk" for x in members)
@@ -148,11 +207,13 @@ def main():
             if len(c.fired) == n:
                 c.arm()
         print("rolling: step %d: sid %d replaced by %s (ensemble %s) in %.1f s; "
-              "write gap %.0f ms; watches fired %s (want %d each)%s"
-              % (n, m.sid, kind, kinds, t1 - t0, gap * 1000, watches, n,
+              "write gap %.0f ms; watches fired %s (want %d each)%s%s"
+              % (n, m.sid, kind, kinds, t1 - t0, gap * 1000, watches, n, sync_text,
                  "" if ok else "; FAILED: see above, or the ensemble did not serve again within 90 s"),
               flush=True)
-        if not ok or any(w != n for w in watches):
+        for p in sync_problems:
+            print("rolling: step %d: FAILED: %s" % (n, p), flush=True)
+        if not ok or any(w != n for w in watches) or sync_problems:
             failed = True
             break
     for c in clients:

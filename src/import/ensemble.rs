@@ -14,7 +14,7 @@
 //! The reading and its refusals are [`super`]'s: a damaged dataDir is refused and
 //! nothing is written; ZooKeeper's files are only read.
 
-use super::{locate, read, txnlog, version_dir, write, ImportError, Options};
+use super::{locate, txnlog, version_dir, write, ImportError, Options};
 use crate::server::recovery::encode_snapshot_header;
 use crate::storage::zab::{
     encode_snapshot, ZabStore, ACCEPTED_EPOCH_FILE, CURRENT_EPOCH_FILE, SNAP_DIR,
@@ -145,7 +145,7 @@ fn copy_epochs(opts: &Options) -> Result<(), ImportError> {
 }
 
 /// Every txn logged after `z`, as the member's log records (ZooKeeper's header, record
-/// and digest), checked as [`super::replay_logs`] checks them: each record's checksum,
+/// and digest), read as [`super::replay_logs`] reads them ([`txnlog::RecordsAfter`]),
 /// zxids rising without a gap within an epoch. Returns them and the log files read.
 fn logged_after(
     z: i64,
@@ -154,63 +154,31 @@ fn logged_after(
     warnings: &mut Vec<String>,
     report: &mut dyn FnMut(&str),
 ) -> Result<(Vec<Txn>, usize), ImportError> {
-    let first_needed = z.wrapping_add(1);
-    let start = logs
-        .iter()
-        .rposition(|(s, _)| *s <= first_needed)
-        .unwrap_or(0);
-    let logs = &logs[start..];
-    let max_record = txnlog::max_record_bytes(opts.jute_maxbuffer);
+    let mut records =
+        txnlog::RecordsAfter::new(z, logs, txnlog::max_record_bytes(opts.jute_maxbuffer));
     let mut out = Vec::new();
     let mut prev = z;
-    for (_, path) in logs {
-        let bytes = read(path)?;
-        if bytes.is_empty() {
-            continue;
+    while let Some((path, rec)) = records.next_record(report, warnings)? {
+        let zx = rec.header.zxid;
+        if zx <= prev || (zx >> 32 == prev >> 32 && zx != prev + 1) {
+            return Err(ImportError::Refused(format!(
+                "txn 0x{zx:x} at {} offset {} does not follow 0x{prev:x}: a log file is missing, cut short, or out of order",
+                path.display(),
+                rec.offset
+            )));
         }
-        report(&format!(
-            "reading {} ({} bytes)",
-            path.display(),
-            bytes.len()
-        ));
-        let mut log =
-            txnlog::LogFile::open(&bytes, max_record).map_err(|m| ImportError::corrupt(path, m))?;
-        while let Some(rec) = log
-            .next_record()
-            .map_err(|m| ImportError::corrupt(path, m))?
-        {
-            let zx = rec.header.zxid;
-            if zx <= z {
-                continue;
-            }
-            if zx <= prev || (zx >> 32 == prev >> 32 && zx != prev + 1) {
-                return Err(ImportError::Refused(format!(
-                    "txn 0x{zx:x} at {} offset {} does not follow 0x{prev:x}: a log file is missing, cut short, or out of order",
-                    path.display(),
-                    rec.offset
-                )));
-            }
-            let data = encode_payload(&rec.header, &rec.txn, rec.digest).map_err(|e| {
-                ImportError::Refused(format!(
-                    "txn 0x{zx:x} at {} offset {}: {e}",
-                    path.display(),
-                    rec.offset
-                ))
-            })?;
-            out.push(Txn {
-                zxid: zx as Zxid,
-                data,
-            });
-            prev = zx;
-        }
-        if let Some(txnlog::LogEnd::Torn { offset, what }) = log.end() {
-            let text = format!(
-                "{}: at byte offset {offset}: {what}; treated as the end of this log, as ZooKeeper treats it",
-                path.display()
-            );
-            report(&text);
-            warnings.push(text);
-        }
+        let data = encode_payload(&rec.header, &rec.txn, rec.digest).map_err(|e| {
+            ImportError::Refused(format!(
+                "txn 0x{zx:x} at {} offset {}: {e}",
+                path.display(),
+                rec.offset
+            ))
+        })?;
+        out.push(Txn {
+            zxid: zx as Zxid,
+            data,
+        });
+        prev = zx;
     }
-    Ok((out, logs.len()))
+    Ok((out, records.files()))
 }

@@ -306,90 +306,57 @@ fn replay_logs(
     warnings: &mut Vec<String>,
     report: &mut dyn FnMut(&str),
 ) -> Result<usize, ImportError> {
-    // The newest log starting at or before the first txn needed, and every later one
-    // (FileTxnIterator.init).
-    let first_needed = snapshot_zxid.wrapping_add(1);
-    let start = files
-        .logs
-        .iter()
-        .rposition(|(z, _)| *z <= first_needed)
-        .unwrap_or(0);
-    let logs = &files.logs[start..];
-    let max_record = txnlog::max_record_bytes(opts.jute_maxbuffer);
+    let mut records = txnlog::RecordsAfter::new(
+        snapshot_zxid,
+        &files.logs,
+        txnlog::max_record_bytes(opts.jute_maxbuffer),
+    );
     let mut prev = snapshot_zxid;
     let mut prev_place = format!("snapshot 0x{snapshot_zxid:x}");
     let mut last_report = Instant::now();
     let mut mismatches = 0u64;
-    for (i, (_, path)) in logs.iter().enumerate() {
-        let bytes = read(path)?;
-        if bytes.is_empty() && i + 1 == logs.len() {
-            // ZooKeeper deletes an empty last log (created just before a crash).
-            continue;
+    while let Some((path, rec)) = records.next_record(report, warnings)? {
+        let z = rec.header.zxid;
+        let place = format!("{} offset {}", path.display(), rec.offset);
+        if z <= prev {
+            return Err(ImportError::Refused(format!(
+                "txn 0x{z:x} at {place} is not above the previous txn 0x{prev:x} ({prev_place}): log files overlap or are out of order"
+            )));
         }
-        report(&format!(
-            "replaying {} ({} bytes)",
-            path.display(),
-            bytes.len()
-        ));
-        let mut log =
-            txnlog::LogFile::open(&bytes, max_record).map_err(|m| ImportError::corrupt(path, m))?;
-        while let Some(rec) = log
-            .next_record()
-            .map_err(|m| ImportError::corrupt(path, m))?
-        {
-            let z = rec.header.zxid;
-            if z <= snapshot_zxid {
-                continue;
-            }
-            let place = format!("{} offset {}", path.display(), rec.offset);
-            if z <= prev {
+        if z >> 32 == prev >> 32 && z != prev + 1 {
+            return Err(ImportError::Refused(format!(
+                "txns 0x{:x}..=0x{:x} are missing: {place} follows {prev_place} (a log file is missing or was cut short)",
+                prev + 1,
+                z - 1
+            )));
+        }
+        let matched_before = tree.stats().digests_matched;
+        let applied = tree.apply(&rec);
+        if applied.is_ok() && tree.stats().digests_matched > matched_before {
+            unconfirmed = None;
+        }
+        if let Err(m) = applied {
+            let text = mismatch_text(&m, &format!("at {place}"));
+            if opts.check_digests {
                 return Err(ImportError::Refused(format!(
-                    "txn 0x{z:x} at {place} is not above the previous txn 0x{prev:x} ({prev_place}): log files overlap or are out of order"
+                    "{text}: the import would not reproduce ZooKeeper's data; refusing (--ignore-digests imports anyway)"
                 )));
             }
-            if z >> 32 == prev >> 32 && z != prev + 1 {
-                return Err(ImportError::Refused(format!(
-                    "txns 0x{:x}..=0x{:x} are missing: {place} follows {prev_place} (a log file is missing or was cut short)",
-                    prev + 1,
-                    z - 1
-                )));
-            }
-            let matched_before = tree.stats().digests_matched;
-            let applied = tree.apply(&rec);
-            if applied.is_ok() && tree.stats().digests_matched > matched_before {
-                unconfirmed = None;
-            }
-            if let Err(m) = applied {
-                let text = mismatch_text(&m, &format!("at {place}"));
-                if opts.check_digests {
-                    return Err(ImportError::Refused(format!(
-                        "{text}: the import would not reproduce ZooKeeper's data; refusing (--ignore-digests imports anyway)"
-                    )));
-                }
-                mismatches += 1;
-                if mismatches == 1 {
-                    report(&text);
-                    warnings.push(text);
-                }
-            }
-            prev = z;
-            prev_place = place;
-            if last_report.elapsed() >= Duration::from_secs(1) {
-                last_report = Instant::now();
-                report(&format!(
-                    "  ... {} txns replayed (zxid 0x{z:x}, {} znodes)",
-                    tree.stats().txns,
-                    tree.node_count()
-                ));
+            mismatches += 1;
+            if mismatches == 1 {
+                report(&text);
+                warnings.push(text);
             }
         }
-        if let Some(txnlog::LogEnd::Torn { offset, what }) = log.end() {
-            let text = format!(
-                "{}: at byte offset {offset}: {what}; treated as the end of this log (a write cut short by a crash, as ZooKeeper treats it)",
-                path.display()
-            );
-            report(&text);
-            warnings.push(text);
+        prev = z;
+        prev_place = place;
+        if last_report.elapsed() >= Duration::from_secs(1) {
+            last_report = Instant::now();
+            report(&format!(
+                "  ... {} txns replayed (zxid 0x{z:x}, {} znodes)",
+                tree.stats().txns,
+                tree.node_count()
+            ));
         }
     }
     if mismatches > 1 {
@@ -402,7 +369,7 @@ fn replay_logs(
             "{text}, and no later txn digest in the logs matched the replayed tree; refusing (--ignore-digests imports anyway)"
         )));
     }
-    Ok(logs.len())
+    Ok(records.files())
 }
 
 /// Imports `opts.zk_data_dir` into a new keel store in `opts.keel_data_dir`. Progress

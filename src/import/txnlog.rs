@@ -20,9 +20,11 @@
 //! are refused, naming the byte offset.
 
 use super::input::{adler32, Input, Malformed};
+use super::ImportError;
 /// The payload decoding is the server wire's: one reader of ZooKeeper's txn records.
 pub use crate::zab::wire::txn::{parse_payload, TxnDigest, TxnHeader, ZkTxn as Txn};
 pub use crate::zab::wire::DEFAULT_JUTE_MAXBUFFER;
+use std::path::{Path, PathBuf};
 
 /// `ZKLG` as ZooKeeper's FileTxnLog.TXNLOG_MAGIC.
 pub const LOG_MAGIC: i32 = i32::from_be_bytes(*b"ZKLG");
@@ -56,10 +58,11 @@ pub enum LogEnd {
     Torn { offset: u64, what: String },
 }
 
-/// A reader over one log file's records.
+/// A reader over one log file's records. `B` holds the file's bytes: borrowed
+/// (`&[u8]`) or owned (`Vec<u8>`, as [`RecordsAfter`] reads file after file).
 #[derive(Debug)]
-pub struct LogFile<'a> {
-    bytes: &'a [u8],
+pub struct LogFile<B: AsRef<[u8]>> {
+    bytes: B,
     pos: usize,
     max_record: usize,
     /// The FileHeader's dbid.
@@ -67,13 +70,13 @@ pub struct LogFile<'a> {
     end: Option<LogEnd>,
 }
 
-impl<'a> LogFile<'a> {
+impl<B: AsRef<[u8]>> LogFile<B> {
     /// Checks the file header. `max_record` bounds a record's payload length (see
     /// [`max_record_bytes`]).
     ///
     /// Errors: a short header, a magic other than `ZKLG`, a version other than 2.
-    pub fn open(bytes: &'a [u8], max_record: usize) -> Result<LogFile<'a>, Malformed> {
-        let mut r = Input::new(bytes);
+    pub fn open(bytes: B, max_record: usize) -> Result<LogFile<B>, Malformed> {
+        let mut r = Input::new(bytes.as_ref());
         let magic = r.int("file header magic")?;
         if magic != LOG_MAGIC {
             return Err(Malformed::at(
@@ -91,9 +94,10 @@ impl<'a> LogFile<'a> {
             ));
         }
         let dbid = r.long("file header dbid")?;
+        let pos = r.offset();
         Ok(LogFile {
             bytes,
-            pos: r.offset(),
+            pos,
             max_record,
             dbid,
             end: None,
@@ -113,7 +117,7 @@ impl<'a> LogFile<'a> {
             return Ok(None);
         }
         let start = self.pos;
-        let rest = &self.bytes[start..];
+        let rest = &self.bytes.as_ref()[start..];
         if rest.len() < 12 {
             let end = if rest.iter().all(|&b| b == 0) {
                 LogEnd::Clean {
@@ -151,14 +155,14 @@ impl<'a> LogFile<'a> {
         }
         let body = start + 12;
         let marker = body + len as usize;
-        if marker >= self.bytes.len() {
+        if marker >= self.bytes.as_ref().len() {
             self.end = Some(LogEnd::Torn {
                 offset: start as u64,
                 what: format!("record of {len} bytes runs past the end of the file"),
             });
             return Ok(None);
         }
-        if self.bytes[marker] != END_OF_RECORD {
+        if self.bytes.as_ref()[marker] != END_OF_RECORD {
             self.finish(
                 marker + 1,
                 LogEnd::Torn {
@@ -168,7 +172,7 @@ impl<'a> LogFile<'a> {
             )?;
             return Ok(None);
         }
-        let payload = &self.bytes[body..marker];
+        let payload = &self.bytes.as_ref()[body..marker];
         let computed = adler32(payload);
         if computed != crc {
             return Err(Malformed::at(
@@ -190,8 +194,8 @@ impl<'a> LogFile<'a> {
 
     /// Ends the file at `end` after checking that only zeros follow `from`.
     fn finish(&mut self, from: usize, end: LogEnd) -> Result<(), Malformed> {
-        let from = from.min(self.bytes.len());
-        if let Some(i) = self.bytes[from..].iter().position(|&b| b != 0) {
+        let from = from.min(self.bytes.as_ref().len());
+        if let Some(i) = self.bytes.as_ref()[from..].iter().position(|&b| b != 0) {
             let at = match &end {
                 LogEnd::Clean { offset } | LogEnd::Torn { offset, .. } => *offset,
             };
@@ -204,5 +208,102 @@ impl<'a> LogFile<'a> {
         }
         self.end = Some(end);
         Ok(())
+    }
+}
+
+/// The logged records after a snapshot at zxid `after`, file after file, as ZooKeeper
+/// replays them at start-up (FileTxnSnapLog.fastForwardFromEdits over a
+/// FileTxnIterator): the newest log file that starts at or before `after + 1` and
+/// every later one, oldest first; records at or below `after` are skipped. What the
+/// zxids of the records must do (rise without a gap, within an epoch) is the caller's
+/// rule: the importer and the member conversion word their refusals apart.
+///
+/// An empty file is skipped only when it is the last one: ZooKeeper deletes an empty
+/// last log (one created just before a crash, before its header was written) and
+/// refuses any other file without a header; so is one here, as damaged.
+#[derive(Debug)]
+pub struct RecordsAfter<'p> {
+    after: i64,
+    /// The chosen files not opened yet, oldest first.
+    pending: &'p [(i64, PathBuf)],
+    current: Option<(&'p Path, LogFile<Vec<u8>>)>,
+    max_record: usize,
+    chosen: usize,
+}
+
+impl<'p> RecordsAfter<'p> {
+    /// `logs`: (first zxid from the file name, path) of every `log.*` file, oldest
+    /// first; `max_record` bounds a record's payload (see [`max_record_bytes`]).
+    pub fn new(after: i64, logs: &'p [(i64, PathBuf)], max_record: usize) -> RecordsAfter<'p> {
+        let first_needed = after.wrapping_add(1);
+        let start = logs
+            .iter()
+            .rposition(|(z, _)| *z <= first_needed)
+            .unwrap_or(0);
+        let pending = &logs[start..];
+        RecordsAfter {
+            after,
+            pending,
+            current: None,
+            max_record,
+            chosen: pending.len(),
+        }
+    }
+
+    /// How many log files were chosen (read so far or still to read).
+    pub fn files(&self) -> usize {
+        self.chosen
+    }
+
+    /// The next record above `after` and the file it is in, or `None` after the last
+    /// file. `report` gets a line for each file opened; a torn tail (see the module
+    /// documentation) ends its file with a line to both `report` and `warnings`.
+    ///
+    /// Errors: a file that cannot be read, a damaged header or record
+    /// ([`ImportError::Corrupt`], naming the file and byte offset).
+    pub fn next_record(
+        &mut self,
+        report: &mut dyn FnMut(&str),
+        warnings: &mut Vec<String>,
+    ) -> Result<Option<(&'p Path, TxnRecord)>, ImportError> {
+        loop {
+            if let Some((path, log)) = &mut self.current {
+                let path: &'p Path = path;
+                match log
+                    .next_record()
+                    .map_err(|m| ImportError::corrupt(path, m))?
+                {
+                    Some(rec) if rec.header.zxid <= self.after => continue,
+                    Some(rec) => return Ok(Some((path, rec))),
+                    None => {
+                        if let Some(LogEnd::Torn { offset, what }) = log.end() {
+                            let text = format!(
+                                "{}: at byte offset {offset}: {what}; treated as the end of this log (a write cut short by a crash, as ZooKeeper treats it)",
+                                path.display()
+                            );
+                            report(&text);
+                            warnings.push(text);
+                        }
+                        self.current = None;
+                    }
+                }
+            }
+            let Some(((_, path), rest)) = self.pending.split_first() else {
+                return Ok(None);
+            };
+            self.pending = rest;
+            let bytes = super::read(path)?;
+            if bytes.is_empty() && rest.is_empty() {
+                continue;
+            }
+            report(&format!(
+                "reading {} ({} bytes)",
+                path.display(),
+                bytes.len()
+            ));
+            let log =
+                LogFile::open(bytes, self.max_record).map_err(|m| ImportError::corrupt(path, m))?;
+            self.current = Some((path.as_path(), log));
+        }
     }
 }

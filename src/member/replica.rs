@@ -105,6 +105,17 @@ pub struct Replica {
     looking_since_ms: Option<u64>,
     /// How its last election went.
     last_election: Option<ElectionRecord>,
+    /// Set from installing a leader's SNAP until the sync ends (UPTODATE, or any other
+    /// role change): the txns committed meanwhile apply leniently. A ZooKeeper leader's
+    /// SNAP is fuzzy: it serializes its tree while it goes on applying txns, so the
+    /// tree may already hold txns after the SNAP's zxid, which then come as proposals
+    /// and commits and would find their znode created or deleted already. Every such
+    /// txn is committed before UPTODATE (it was applied during the serialization,
+    /// before the learner could ACK NEWLEADER). ZooKeeper ignores NODEEXISTS and NONODE
+    /// there (DataTree.processTxn, as FileTxnSnapLog.processTransaction at start-up);
+    /// keel applies them as its recovery does (`Server::set_lenient_upto`). A keel
+    /// leader's SNAP is exact, and its txns apply the same either way.
+    fuzzy_sync: bool,
     /// The ensemble's membership text ([`crate::config::Config::membership`]), which
     /// `/zookeeper/config` holds.
     membership: Bytes,
@@ -271,6 +282,7 @@ impl Replica {
             proposal_times: ProposalTimes::default(),
             looking_since_ms: Some(now_ms),
             last_election: None,
+            fuzzy_sync: false,
             membership,
         };
         replica.run(now_ms, actions);
@@ -540,6 +552,7 @@ impl Replica {
         self.report(&action);
         match action {
             Action::RoleChanged(change) => {
+                self.fuzzy_sync = false;
                 let role = match change {
                     RoleChange::Looking
                     | RoleChange::Leading
@@ -564,7 +577,12 @@ impl Replica {
                 }
                 self.server.handle(now, server::Input::Role(role));
             }
-            Action::Commit { upto } => self.commit(now, upto),
+            Action::Commit { upto } => {
+                if self.fuzzy_sync {
+                    self.server.set_lenient_upto(upto as i64);
+                }
+                self.commit(now, upto)
+            }
             Action::Deliver { from, msg } => self.deliver(now, from, msg),
             Action::SendSnapshot { to, zxid } => {
                 let applied = self.server.last_zxid as Zxid;
@@ -588,6 +606,8 @@ impl Replica {
                 drop(snapshot);
                 self.server
                     .restore(state.zxid as i64, state.tree, &state.sessions);
+                self.server.set_lenient_upto(state.zxid as i64);
+                self.fuzzy_sync = true;
                 self.uncommitted.clear();
                 // Storage keeps keel's own snapshot form, which a restart recovers from.
                 let snapshot = encode_state(&self.server);
