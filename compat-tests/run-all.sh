@@ -51,6 +51,7 @@ suite ensemble-partition bash "$HERE/ensemble/partition.sh"
 suite ensemble-garbage bash "$HERE/ensemble/garbage.sh"
 suite ensemble-clients-differential bash "$HERE/ensemble/clients.sh"
 suite ensemble-observer-differential bash "$HERE/ensemble/observer.sh"
+suite ensemble-readonly-differential bash "$HERE/ensemble/readonly.sh"
 
 echo
 [ ${#failures[@]} -eq 0 ] || echo "failed suites: ${failures[*]}"
