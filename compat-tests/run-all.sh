@@ -53,6 +53,7 @@ suite ensemble-garbage bash "$HERE/ensemble/garbage.sh"
 suite ensemble-clients-differential bash "$HERE/ensemble/clients.sh"
 suite ensemble-observer-differential bash "$HERE/ensemble/observer.sh"
 suite console-browser bash "$HERE/console/run.sh"
+suite ensemble-readonly-differential bash "$HERE/ensemble/readonly.sh"
 
 echo
 [ ${#failures[@]} -eq 0 ] || echo "failed suites: ${failures[*]}"

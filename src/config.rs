@@ -56,7 +56,8 @@ impl FourLetterWhitelist {
         FourLetterWhitelist::Only(words)
     }
 
-    /// Whether the four-letter word `word` (e.g. `"ruok"`) may be answered.
+    /// Whether the four-letter word `word` (e.g. `"ruok"`) is in the whitelist. `isro` is
+    /// also answered when read-only mode is on ([`Config::allows_four_letter_word`]).
     pub fn allows(&self, word: &str) -> bool {
         match self {
             FourLetterWhitelist::All => true,
@@ -562,6 +563,15 @@ pub struct Config {
     pub metrics_provider_http_host: String,
     /// `reconfigEnabled`: allow the `reconfig` operation (false).
     pub reconfig_enabled: bool,
+    /// `localSessionsEnabled` (false): sessions may be local to the member they connect
+    /// to. keel does not keep local sessions yet (issue 18 part 3); what it changes now
+    /// is how a read-only member answers a new session (see
+    /// [`crate::server::Settings::local_sessions_enabled`]).
+    pub local_sessions_enabled: bool,
+    /// The system property `readonlymode.enabled` (false): an ensemble member that has
+    /// lost its quorum serves read-only clients (ZooKeeper's QuorumPeer reads it with
+    /// `Boolean.getBoolean`, from `-D` only: a zoo.cfg line does not set it).
+    pub read_only_mode_enabled: bool,
     /// `standaloneEnabled`: a single participant runs standalone (true). When false, even
     /// one `server.N` line forms an ensemble of one.
     pub standalone_enabled: bool,
@@ -643,6 +653,8 @@ impl Default for Config {
             metrics_provider_http_port: 7000,
             metrics_provider_http_host: "0.0.0.0".to_string(),
             reconfig_enabled: false,
+            local_sessions_enabled: false,
+            read_only_mode_enabled: false,
             standalone_enabled: true,
             servers: Vec::new(),
             my_id: None,
@@ -670,7 +682,6 @@ pub const MAX_BUSY_POLL_US: u64 = 100_000;
 /// ZooKeeper's own keys (parsed by `QuorumPeerConfig`) that keel accepts but does not
 /// use; listed so their values are still checked the way ZooKeeper checks them.
 const ZK_BOOLEAN_KEYS: &[&str] = &[
-    "localSessionsEnabled",
     "localSessionsUpgradingEnabled",
     "syncEnabled",
     "sslQuorum",
@@ -734,6 +745,9 @@ fn is_pass_through(key: &str) -> bool {
         || key.starts_with("superUser.")
 }
 
+/// The system property that turns on read-only mode (ZooKeeper's QuorumPeer.run).
+const READ_ONLY_MODE_PROPERTY: &str = "readonlymode.enabled";
+
 /// Settings ZooKeeper reads only as JVM properties of exactly this name; keel also takes
 /// them as zoo.cfg keys (PROTOCOL.md).
 const JVM_ONLY_KEYS: &[&str] = &[
@@ -757,6 +771,13 @@ struct Pending {
 }
 
 impl Config {
+    /// Whether the four-letter word `word` is answered: it is in
+    /// `4lw.commands.whitelist`, or it is `isro` and read-only mode is on (ZooKeeper's
+    /// FourLetterCommands whitelists `isro` then).
+    pub fn allows_four_letter_word(&self, word: &str) -> bool {
+        self.four_letter_words.allows(word) || (word == "isro" && self.read_only_mode_enabled)
+    }
+
     /// Parses zoo.cfg text.
     ///
     /// Errors: [`ConfigError::BadValue`] for a value that does not parse (naming line,
@@ -942,14 +963,20 @@ impl Config {
     /// `zookeeper.enforceQuota`, `zookeeper.snapCount`, `zookeeper.globalOutstandingLimit`,
     /// `zookeeper.forceSync`, `zookeeper.4lw.commands.whitelist`, `zookeeper.admin.*`,
     /// `zookeeper.ssl.*`, `zookeeper.X509AuthenticationProvider.superUser`),
-    /// and the bare names `jute.maxbuffer` and `znode.container.checkIntervalMs`.
-    /// Other properties are ignored.
+    /// and the bare names `jute.maxbuffer` and `znode.container.checkIntervalMs`;
+    /// `readonlymode.enabled` (true when "true" in any case, as Java's
+    /// `Boolean.getBoolean`, never an error). Other properties are ignored.
     ///
     /// A key also set in zoo.cfg keeps the file's value: ZooKeeper copies zoo.cfg keys
     /// into system properties after the JVM starts, overwriting `-D` flags.
     ///
     /// Errors: [`ConfigError::BadProperty`] when the value does not parse.
     pub fn apply_system_property(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
+        if name == READ_ONLY_MODE_PROPERTY {
+            // Java's Boolean.getBoolean: "true" in any case is true, anything else false.
+            self.read_only_mode_enabled = value.trim().eq_ignore_ascii_case("true");
+            return Ok(());
+        }
         let key = match name.strip_prefix("zookeeper.") {
             Some(key) if is_pass_through(key) => key,
             _ if JVM_ONLY_KEYS.contains(&name) => name,
@@ -1086,6 +1113,7 @@ impl Config {
             "metricsProvider.httpPort" => self.metrics_provider_http_port = parse_port(value)?,
             "metricsProvider.httpHost" => self.metrics_provider_http_host = value.to_string(),
             "reconfigEnabled" => self.reconfig_enabled = parse_bool(value)?,
+            "localSessionsEnabled" => self.local_sessions_enabled = parse_bool(value)?,
             "standaloneEnabled" => self.standalone_enabled = parse_bool(value)?,
             "quorumListenOnAllIPs" => self.quorum_listen_on_all_ips = parse_bool(value)?,
             "dynamicConfigFile" => self.dynamic_config_file = Some(parse_path(value)?),
@@ -1821,12 +1849,9 @@ mod tests {
         let unknown: Vec<&str> = c.unknown_keys.iter().map(|(_, k)| k.as_str()).collect();
         assert_eq!(
             unknown,
-            [
-                "serverCnxnFactory",
-                "localSessionsEnabled",
-                "localSessionsUpgradingEnabled",
-            ]
+            ["serverCnxnFactory", "localSessionsUpgradingEnabled",]
         );
+        assert!(c.local_sessions_enabled);
         assert_eq!(c.unknown_keys[0].0, 7);
         assert!(c.client_auth.sasl_provider());
         assert_eq!(c.entries.len(), 16);
@@ -2250,6 +2275,25 @@ mod tests {
         assert!(e.contains("unrecognised parameter tickTime"), "{e}");
 
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `-Dreadonlymode.enabled` (Java's Boolean.getBoolean) turns read-only mode on and
+    /// whitelists `isro`; a zoo.cfg line of that name does not (ZooKeeper reads only the
+    /// system property). `localSessionsEnabled` is read from zoo.cfg.
+    #[test]
+    fn read_only_mode_comes_from_the_system_property_only() {
+        let mut c = parse("dataDir=/d\nreadonlymode.enabled=true\nlocalSessionsEnabled=true\n");
+        assert!(!c.read_only_mode_enabled);
+        assert!(c.local_sessions_enabled);
+        assert!(!c.allows_four_letter_word("isro"));
+        c.apply_jvm_flags("-Xmx1g -Dreadonlymode.enabled=TRUE")
+            .unwrap();
+        assert!(c.read_only_mode_enabled);
+        assert!(c.allows_four_letter_word("isro"));
+        assert!(!c.allows_four_letter_word("ruok"));
+        c.apply_system_property("readonlymode.enabled", "yes")
+            .unwrap();
+        assert!(!c.read_only_mode_enabled);
     }
 
     #[test]

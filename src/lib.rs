@@ -65,5 +65,6 @@ pub fn server_settings(config: &config::Config) -> server::Settings {
             .map(std::sync::Arc::new),
         allow_sasl_failed_clients: config.client_auth.allow_sasl_failed_clients,
         enforced_schemes: config.client_auth.enforced_schemes().ok().flatten(),
+        local_sessions_enabled: config.local_sessions_enabled,
     }
 }

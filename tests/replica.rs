@@ -77,6 +77,9 @@ struct Cluster {
     /// [`Cluster::fuzz_snap`]. Counts the SNAPs rewritten.
     fuzzy_snap_to: HashSet<Sid>,
     fuzzed: usize,
+    /// Read-only mode for members started from now on: `Some(local_sessions_enabled)`
+    /// turns it on (`-Dreadonlymode.enabled=true`) with that zoo.cfg setting.
+    read_only: Option<bool>,
 }
 
 fn key(a: Sid, b: Sid) -> (Sid, Sid) {
@@ -99,6 +102,15 @@ impl Cluster {
     }
 
     fn with(snap_only: bool) -> Cluster {
+        Cluster::build(snap_only, None)
+    }
+
+    /// Members with read-only mode on, and `localSessionsEnabled` as given.
+    fn read_only(local_sessions_enabled: bool) -> Cluster {
+        Cluster::build(false, Some(local_sessions_enabled))
+    }
+
+    fn build(snap_only: bool, read_only: Option<bool>) -> Cluster {
         let mut c = Cluster {
             nodes: Vec::new(),
             now: T0,
@@ -108,6 +120,7 @@ impl Cluster {
             snap_only,
             fuzzy_snap_to: HashSet::new(),
             fuzzed: 0,
+            read_only,
         };
         for _ in 1..=3 {
             c.nodes.push(Node {
@@ -141,12 +154,17 @@ impl Cluster {
     fn start(&mut self, sid: Sid) {
         let now = self.now;
         let snap_only = self.snap_only;
+        let read_only = self.read_only;
         let node = self.node(sid);
         let recovered = node.storage.recover();
         let (_, snapshot) = node.storage.snapshot();
-        let (replica, effects) = Replica::new(
+        let settings = keel::server::Settings {
+            local_sessions_enabled: read_only.unwrap_or(false),
+            ..sansio::logged_settings()
+        };
+        let (mut replica, effects) = Replica::new(
             config(sid, snap_only),
-            sansio::logged_settings(),
+            settings,
             recovered,
             &snapshot,
             Bytes::from_static(MEMBERSHIP.as_bytes()),
@@ -154,6 +172,9 @@ impl Cluster {
             sid,
         )
         .expect("replica starts");
+        if read_only.is_some() {
+            replica.enable_read_only_mode(ZAB_TICK_MS);
+        }
         node.replica = Some(replica);
         node.got.clear();
         self.execute(sid, effects);
@@ -913,4 +934,232 @@ fn a_learner_applies_the_txns_a_fuzzy_snap_already_holds_without_refusing_them()
         seen.push((x, server.tree.node_count(), server.last_zxid));
     }
     assert_eq!(seen[0], seen[1], "the learner holds the leader's tree");
+}
+
+/// A read-only client's ConnectRequest on `sid`'s connection `conn` (canBeReadOnly set):
+/// a new session when `session_id` is 0.
+fn connect_read_only(
+    c: &mut Cluster,
+    sid: Sid,
+    conn: u64,
+    session_id: i64,
+    passwd: &[u8],
+) -> Vec<Got> {
+    c.client(sid, connected(conn));
+    let req = ConnectRequest {
+        protocol_version: 0,
+        last_zxid_seen: 0,
+        time_out_ms: 6000,
+        session_id,
+        passwd: Bytes::copy_from_slice(passwd),
+        read_only: true,
+    };
+    c.client(sid, Input::Handshake { conn, req });
+    c.pump();
+    c.got(sid, conn)
+}
+
+/// `sid`'s role after each step of `ms` ms, until `until` says stop (at most 10 s);
+/// returns the time it took.
+fn advance_until(c: &mut Cluster, sid: Sid, until: impl Fn(Role) -> bool) -> u64 {
+    let start = c.now;
+    while c.now - start < 10_000 {
+        c.advance(STEP_MS);
+        if until(c.replica(sid).server().role()) {
+            return c.now - start;
+        }
+    }
+    panic!("member {sid} stayed {:?}", c.replica(sid).server().role());
+}
+
+/// A member left alone serves read-only clients once it has been LOOKING for the grace
+/// period (max(2000 ms, tickTime): ZooKeeper's QuorumPeer), from its last applied
+/// state, in sessions of its own that never reach the replicated table; it refuses
+/// writes and sync with NOTREADONLY and every other client by closing, and when the
+/// quorum is back it stops: its clients are disconnected and it serves read-write.
+#[test]
+fn a_member_without_its_quorum_serves_read_only_clients_until_the_quorum_is_back() {
+    let mut c = Cluster::read_only(true);
+    let leader = c.settle();
+    let (s, other) = others(leader);
+    let (session, passwd) = c.connect(s, 1, 6000);
+    assert!(ok(&c.create(s, 1, 1, "/a", b"kept", 0)));
+    let applied = c.replica(s).server().last_zxid;
+    c.crash(leader);
+    c.crash(other);
+    // The survivor looks for a leader; inside the grace period it serves no one.
+    c.advance(1500);
+    assert_eq!(c.replica(s).server().role(), Role::NotServing);
+    assert_eq!(
+        connect_read_only(&mut c, s, 2, 0, &[0; 16]),
+        vec![Got::Close]
+    );
+    let waited = 1500 + advance_until(&mut c, s, |r| r == Role::ReadOnly);
+    assert!(
+        (2000..=2200).contains(&waited),
+        "read-only after {waited} ms of LOOKING"
+    );
+
+    // A read-only client: a local session (this member's id in the high byte), the
+    // ConnectResponse says readOnly, reads answer from the last applied state.
+    let got = connect_read_only(&mut c, s, 3, 0, &[0; 16]);
+    let [Got::Connected {
+        session_id: ro,
+        read_only: true,
+        timeout_ms: 6000,
+        passwd: ro_passwd,
+    }] = got.as_slice()
+    else {
+        panic!("read-only handshake got {got:?}");
+    };
+    let (ro, ro_passwd) = (*ro, ro_passwd.clone());
+    assert_eq!(ro >> 56, s as i64, "session {ro:#x}");
+    assert!(
+        c.replica(s).server().sessions.get(ro).is_none(),
+        "a read-only session is not global"
+    );
+    assert_eq!(
+        c.get(s, 3, 1, "/a").map(|(d, _)| d),
+        Ok(Bytes::from_static(b"kept"))
+    );
+    for (xid, opcode) in [(2, op::CREATE), (3, op::SYNC)] {
+        if opcode == op::CREATE {
+            c.send(s, 3, xid, opcode, &create_request("/b", b"", 0));
+        } else {
+            c.send(s, 3, xid, opcode, &PathRequest { path: "/".into() });
+        }
+        c.pump();
+        assert_eq!(
+            c.reply(s, 3, xid),
+            Got::Reply {
+                xid,
+                zxid: applied,
+                err: -119,
+                body: Bytes::new()
+            },
+            "opcode {opcode}"
+        );
+    }
+    assert!(c.replica(s).server().tree.get("/b").is_none());
+    // A client without canBeReadOnly, and the global session, are refused by closing.
+    c.client(s, connected(4));
+    c.client(s, new_session(4, 6000));
+    assert_eq!(c.got(s, 4), vec![Got::Close]);
+    assert_eq!(
+        connect_read_only(&mut c, s, 5, session, &passwd),
+        vec![Got::Close]
+    );
+    // The local session resumes on another connection (the old one is closed); a wrong
+    // password is told it expired.
+    let got = connect_read_only(&mut c, s, 6, ro, &ro_passwd);
+    assert!(
+        matches!(got.as_slice(), [Got::Connected { session_id, read_only: true, .. }] if *session_id == ro),
+        "{got:?}"
+    );
+    assert_eq!(c.got(s, 3), vec![Got::Close]);
+    let got = connect_read_only(&mut c, s, 7, ro, &[1; 16]);
+    assert!(
+        matches!(
+            got.as_slice(),
+            [
+                Got::Connected {
+                    session_id: 0,
+                    read_only: true,
+                    ..
+                },
+                Got::Close
+            ]
+        ),
+        "{got:?}"
+    );
+
+    // The quorum is back: the read-only server stops, its client is disconnected, and
+    // the member serves read-write again; the local session is gone with it.
+    c.start(leader);
+    c.start(other);
+    let back = c.settle();
+    assert!(
+        matches!(
+            c.replica(s).server().role(),
+            Role::Learner | Role::Leader { .. }
+        ),
+        "leader {back}"
+    );
+    // Closed when the read-only server stops (the later role changes close it again,
+    // which the runtime ignores).
+    assert_eq!(c.got(s, 6).first(), Some(&Got::Close));
+    let got = c.resume(s, 8, ro, &ro_passwd);
+    assert!(
+        matches!(
+            got.as_slice(),
+            [
+                Got::Connected {
+                    session_id: 0,
+                    read_only: false,
+                    ..
+                },
+                ..
+            ]
+        ),
+        "{got:?}"
+    );
+    let (_, _) = c.connect(s, 9, 6000);
+    assert!(ok(&c.create(s, 9, 1, "/b", b"", 0)));
+}
+
+/// Without `localSessionsEnabled`, ZooKeeper 3.8's read-only server submits a new
+/// session's createSession as a global request and refuses it: the client gets a bare
+/// reply header (xid 0, the last zxid, NOTREADONLY) and no session (measured on a
+/// ZooKeeper ensemble with `-Dreadonlymode.enabled=true`).
+#[test]
+fn without_local_sessions_a_read_only_member_refuses_new_sessions_with_notreadonly() {
+    let mut c = Cluster::read_only(false);
+    let leader = c.settle();
+    let (s, other) = others(leader);
+    c.crash(leader);
+    c.crash(other);
+    advance_until(&mut c, s, |r| r == Role::ReadOnly);
+    let zxid = c.replica(s).server().last_zxid;
+    assert_eq!(
+        connect_read_only(&mut c, s, 1, 0, &[0; 16]),
+        vec![Got::Reply {
+            xid: 0,
+            zxid,
+            err: -119,
+            body: Bytes::new()
+        }]
+    );
+}
+
+/// Read-only mode is off unless asked for; and a member whose election ends inside the
+/// grace period never turns read-only (the followers of a crashed leader elect again).
+#[test]
+fn read_only_mode_is_off_by_default_and_waits_out_the_grace_period() {
+    let mut c = Cluster::new();
+    let leader = c.settle();
+    let (s, other) = others(leader);
+    c.crash(leader);
+    c.crash(other);
+    c.advance(5000);
+    assert_eq!(c.replica(s).server().role(), Role::NotServing);
+    assert_eq!(
+        connect_read_only(&mut c, s, 1, 0, &[0; 16]),
+        vec![Got::Close]
+    );
+
+    let mut c = Cluster::read_only(true);
+    let leader = c.settle();
+    c.crash(leader);
+    for _ in 0..100 {
+        c.advance(STEP_MS);
+        for sid in (1..=3).filter(|&s| s != leader) {
+            assert_ne!(
+                c.replica(sid).server().role(),
+                Role::ReadOnly,
+                "member {sid}"
+            );
+        }
+    }
+    let new = c.settle();
+    assert_ne!(new, leader);
 }

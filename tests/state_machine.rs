@@ -325,7 +325,8 @@ fn reconnect_resumes_and_wrong_password_is_expired() {
             Got::Connected {
                 session_id: 0,
                 timeout_ms: 0,
-                passwd: Bytes::from_static(&[0; 16])
+                passwd: Bytes::from_static(&[0; 16]),
+                read_only: false,
             },
             Got::Close
         ]

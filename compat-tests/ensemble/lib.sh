@@ -111,3 +111,34 @@ ensemble_port() { # DIR leader|follower|observer
   done
   return 1
 }
+
+# ensemble_differential NAME CHECK_PY BASE WORK [EXTRA_CFG]: starts a ZooKeeper ensemble,
+# then a keel one, on BASE with EXTRA_CFG; after SETTLE_S seconds (0) runs
+# `python CHECK_PY DIR` against each (its stdout is the transcript, WORK/KIND.out), stops
+# it, and compares the two transcripts. Prints one summary line "NAME: PASS|FAIL (...)";
+# returns nonzero on a failed check or any difference. Needs VENV (need_kazoo_and_keel).
+ensemble_differential() {
+  local name=$1 check_py=$2 base=$3 work=$4 extra=${5:-} kind rc
+  for kind in zk keel; do
+    start_ensemble "$kind" "$work/$kind" "$base" "$extra" || { tail -n 20 "$work/$kind"/m*/log >&2; rc=1; }
+    if [ "${rc:-0}" -eq 0 ]; then
+      disown -a  # checks stop and start members: no job notices from this shell
+      sleep "${SETTLE_S:-0}"
+      "$VENV/bin/python" "$check_py" "$work/$kind" > "$work/$kind.out" 2> "$work/$kind.err"
+      rc=$?
+      [ $rc -eq 0 ] || tail -n 20 "$work/$kind.err" >&2
+    fi
+    stop_ensemble "$work/$kind"
+    if [ "$rc" -ne 0 ]; then
+      echo "$name: FAIL (the $kind ensemble's check failed; see $work)"
+      return 1
+    fi
+  done
+  if diff -u --label zk --label keel "$work/zk.out" "$work/keel.out" > "$work/diff"; then
+    echo "$name: PASS (zk vs keel: $(wc -l < "$work/zk.out") facts identical; see $work)"
+  else
+    cat "$work/diff"
+    echo "$name: FAIL (zk vs keel differ; see $work)"
+    return 1
+  fi
+}

@@ -22,23 +22,5 @@ rm -rf "$WORK"; mkdir -p "$WORK"
 trap 'stop_ensemble "$WORK/zk"; stop_ensemble "$WORK/keel"' EXIT
 trap 'exit 130' INT TERM
 
-check() { # KIND
-  start_ensemble "$1" "$WORK/$1" "$BASE" || { tail -n 20 "$WORK/$1"/m*/log >&2; return 1; }
-  disown -a  # the check kills members: no job notices from this shell
-  # Let the leader's first pings settle the learners' figures.
-  sleep 2
-  "$VENV/bin/python" "$HERE/observer_check.py" "$WORK/$1" > "$WORK/$1.out" 2> "$WORK/$1.err"
-  local rc=$?
-  stop_ensemble "$WORK/$1"
-  [ $rc -eq 0 ] || { tail -n 20 "$WORK/$1.err" >&2; return 1; }
-}
-
-check zk || { echo "observer: FAIL (the ZooKeeper ensemble's check failed; see $WORK)"; exit 1; }
-check keel || { echo "observer: FAIL (the keel ensemble's check failed; see $WORK)"; exit 1; }
-if diff -u --label zk --label keel "$WORK/zk.out" "$WORK/keel.out" > "$WORK/diff"; then
-  echo "observer: PASS (zk vs keel: $(wc -l < "$WORK/zk.out") facts identical; see $WORK)"
-else
-  cat "$WORK/diff"
-  echo "observer: FAIL (zk vs keel differ; see $WORK)"
-  exit 1
-fi
+# Let the leader's first pings settle the learners' figures.
+SETTLE_S=2 ensemble_differential observer "$HERE/observer_check.py" "$BASE" "$WORK"

@@ -145,6 +145,8 @@ fn mode_of(server: &Server, config: &Config) -> (&'static str, bool) {
             (if observer { "observer" } else { "follower" }, true)
         }
         Role::NotServing => ("follower", false),
+        // ReadOnlyZooKeeperServer.getState.
+        Role::ReadOnly => ("read-only", true),
     }
 }
 
@@ -231,6 +233,7 @@ pub fn build(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) 
     ServerSnapshot {
         mode: mode.to_string(),
         serving,
+        read_only: server.role() == Role::ReadOnly,
         latency_min_ms: m.request_latency.min(),
         latency_avg_ms: m.request_latency.avg(),
         latency_max_ms: m.request_latency.max(),

@@ -189,7 +189,7 @@ pub(crate) fn handle(
         ToCore::FourLetter { word, peer, reply } => {
             let ensemble = sink.ensemble_view();
             let server = sink.server_mut();
-            let text = if config.four_letter_words.allows(&word) {
+            let text = if config.allows_four_letter_word(&word) {
                 match word.as_str() {
                     "srst" => server.reset_stats(),
                     "crst" => server.reset_connection_stats(),

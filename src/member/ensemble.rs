@@ -161,7 +161,7 @@ pub async fn run(
         "recovered the member's store"
     );
     let now = now_ms() as u64;
-    let (replica, first) = Replica::new(
+    let (mut replica, first) = Replica::new(
         zab_config,
         crate::server_settings(&config),
         recovered,
@@ -171,6 +171,9 @@ pub async fn run(
         now ^ (u64::from(std::process::id()) << 32),
     )
     .map_err(io_err)?;
+    if config.read_only_mode_enabled {
+        replica.enable_read_only_mode(u64::from(config.tick_time_ms));
+    }
     drop(snapshot);
     let ports = ClientPorts::bind(&config, tls).await?;
     let (peers, inbox) = PeerNet::start(my_id, &config.servers, peer_params(&config)).await?;

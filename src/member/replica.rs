@@ -8,7 +8,10 @@
 //! Zab -> server:
 //! - `RoleChanged` becomes the server's [`Role`]: electing, leading before the epoch is
 //!   established, and learning before UPTODATE are `NotServing`; an established
-//!   epoch is `Leader`, UPTODATE is `Learner`.
+//!   epoch is `Leader`, UPTODATE is `Learner`. With read-only mode on
+//!   ([`Replica::enable_read_only_mode`]), a member still LOOKING after the grace
+//!   period becomes `ReadOnly` at a tick, as ZooKeeper's QuorumPeer starts its
+//!   ReadOnlyZooKeeperServer; any role change out of LOOKING ends it.
 //! - `Commit { upto }` applies every logged txn up to `upto`: on the leader its own
 //!   proposals as [`server::Input::Durable`] (the server holds them prepped), every
 //!   other txn (old epochs committed at sync, everything on a learner) as
@@ -101,8 +104,9 @@ pub struct Replica {
     syncs: SyncCounts,
     /// While leading: when each recent proposal was made (see [`ProposalTimes`]).
     proposal_times: ProposalTimes,
-    /// When this member last started electing, ms; `None` once an election ended.
-    looking_since_ms: Option<u64>,
+    /// When this member last started electing, ms; `None` once an election ended (the
+    /// console's election record; `looking_since_ms` is the read-only grace period's).
+    election_started_ms: Option<u64>,
     /// How its last election went.
     last_election: Option<ElectionRecord>,
     /// Set from installing a leader's SNAP until the sync ends (UPTODATE, or any other
@@ -119,7 +123,16 @@ pub struct Replica {
     /// The ensemble's membership text ([`crate::config::Config::membership`]), which
     /// `/zookeeper/config` holds.
     membership: Bytes,
+    /// Since when (ms) the Zab core has been LOOKING without a break; `None` otherwise.
+    looking_since_ms: Option<u64>,
+    /// With read-only mode on: how long (ms) a member must have been LOOKING before it
+    /// serves read-only clients; `None`: read-only mode is off.
+    read_only_grace_ms: Option<u64>,
 }
+
+/// The least time, ms, a member waits in LOOKING before it turns read-only (ZooKeeper's
+/// QuorumPeer: `Math.max(2000, tickTime)`, "lower-bound grace period to 2 secs").
+pub const READ_ONLY_GRACE_MIN_MS: u64 = 2000;
 
 /// How many learners this member synced, while leading, in each way since it started
 /// (ZooKeeper's `LearnerHandler` counts DIFF and TRUNC syncs together as `diff_count`
@@ -270,6 +283,10 @@ impl Replica {
         }
         let uncommitted = recovered.log.iter().cloned().collect();
         let (peer, actions) = Peer::new(config, recovered, now_ms);
+        // A member starts LOOKING (ZooKeeper's QuorumPeer starts in that state, and its
+        // read-only grace period runs from then).
+        let looking_since_ms =
+            (peer.state() == crate::zab::message::ServerState::Looking).then_some(now_ms);
         let mut replica = Replica {
             peer,
             server,
@@ -280,14 +297,23 @@ impl Replica {
             effects: Vec::new(),
             syncs: SyncCounts::default(),
             proposal_times: ProposalTimes::default(),
-            looking_since_ms: Some(now_ms),
+            election_started_ms: Some(now_ms),
             last_election: None,
             fuzzy_sync: false,
             membership,
+            looking_since_ms,
+            read_only_grace_ms: None,
         };
         replica.run(now_ms, actions);
         let effects = replica.take();
         Ok((replica, effects))
+    }
+
+    /// Turns read-only mode on (`-Dreadonlymode.enabled=true`): from now on, a member
+    /// that has been LOOKING for `max(2000, tick_ms)` ms without a break serves
+    /// read-only clients ([`Role::ReadOnly`]) until it leaves LOOKING.
+    pub fn enable_read_only_mode(&mut self, tick_ms: u64) {
+        self.read_only_grace_ms = Some(tick_ms.max(READ_ONLY_GRACE_MIN_MS));
     }
 
     /// A client connection's input: `Connected`, `OldClient`, `Authenticated`,
@@ -317,6 +343,7 @@ impl Replica {
     /// (session expiry, container reaping: on the leader only).
     pub fn tick(&mut self, now_ms: u64) -> Vec<Effect> {
         self.zab(now_ms, zab::Input::Tick);
+        self.maybe_start_read_only(now_ms);
         if self.halted.is_none() {
             self.server.handle(now_ms as i64, server::Input::Tick);
             self.drain_server(now_ms);
@@ -388,7 +415,7 @@ impl Replica {
     /// This member's last finished election, and when it started looking if it is
     /// electing now.
     pub fn elections(&self) -> (Option<ElectionRecord>, Option<u64>) {
-        (self.last_election, self.looking_since_ms)
+        (self.last_election, self.election_started_ms)
     }
 
     /// While leading, when the first txn after `acked` was proposed; a learner's lag
@@ -412,6 +439,30 @@ impl Replica {
     /// Why the replica halted, if it did (see [`Effect::Halt`]).
     pub fn halted(&self) -> Option<&str> {
         self.halted.as_deref()
+    }
+
+    /// Starts serving read-only once the grace period in LOOKING is over (the core is
+    /// still LOOKING, as ZooKeeper checks before it starts its read-only server).
+    fn maybe_start_read_only(&mut self, now_ms: u64) {
+        let (Some(grace), Some(since)) = (self.read_only_grace_ms, self.looking_since_ms) else {
+            return;
+        };
+        let looking = self.peer.state() == crate::zab::message::ServerState::Looking;
+        if self.halted.is_some()
+            || !looking
+            || self.server.role() != Role::NotServing
+            || now_ms < since.saturating_add(grace)
+        {
+            return;
+        }
+        tracing::info!(
+            looking_ms = now_ms - since,
+            last_zxid = format!("{:#x}", self.server.last_zxid),
+            "Read-only server started: no quorum, serving read-only clients"
+        );
+        self.server
+            .handle(now_ms as i64, server::Input::Role(Role::ReadOnly));
+        self.drain_server(now_ms);
     }
 
     fn take(&mut self) -> Vec<Effect> {
@@ -561,6 +612,15 @@ impl Replica {
                     RoleChange::LeaderEstablished { epoch } => Role::Leader { epoch },
                     RoleChange::LearnerServing { .. } => Role::Learner,
                 };
+                self.looking_since_ms = match change {
+                    RoleChange::Looking => self.looking_since_ms.or(Some(now_ms)),
+                    _ => None,
+                };
+                if change == RoleChange::Looking && self.server.role() == Role::ReadOnly {
+                    // Still LOOKING (an election begun again): the read-only server
+                    // stays, as ZooKeeper's lives for the whole LOOKING state.
+                    return;
+                }
                 self.leader = match change {
                     RoleChange::Following { leader }
                     | RoleChange::Observing { leader }
@@ -656,7 +716,7 @@ impl Replica {
     fn note_election(&mut self, now_ms: u64, change: RoleChange) {
         let leader = match change {
             RoleChange::Looking => {
-                self.looking_since_ms = Some(now_ms);
+                self.election_started_ms = Some(now_ms);
                 self.proposal_times = ProposalTimes::default();
                 return;
             }
@@ -665,7 +725,7 @@ impl Replica {
             RoleChange::LeaderEstablished { .. } | RoleChange::LearnerServing { .. } => return,
         };
         self.proposal_times = ProposalTimes::default();
-        if let Some(started_ms) = self.looking_since_ms.take() {
+        if let Some(started_ms) = self.election_started_ms.take() {
             self.last_election = Some(ElectionRecord {
                 started_ms,
                 ended_ms: now_ms,

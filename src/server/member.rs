@@ -69,6 +69,11 @@ pub enum Role {
     /// A follower or observer in broadcast: forwards writes and session operations,
     /// applies what the leader commits ([`super::Input::Apply`]), answers reads itself.
     Learner,
+    /// An ensemble member that has lost its quorum, with `readonlymode.enabled`
+    /// (ZooKeeper's ReadOnlyZooKeeperServer): serves clients that connect with
+    /// canBeReadOnly from its last applied state, in sessions of its own, and refuses
+    /// whatever changes state with NOTREADONLY ([`super::read_only`]).
+    ReadOnly,
 }
 
 /// A learner client's write or session operation for the leader (ZooKeeper's REQUEST
@@ -210,6 +215,7 @@ impl Server {
         self.revalidations.clear();
         self.revalidate_replies.clear();
         self.session_owner.clear();
+        self.ro_sessions = self.new_read_only_sessions();
         self.proposed_zxid = match role {
             Role::Leader { epoch } => (i64::from(epoch) << 32).max(self.last_zxid),
             _ => self.last_zxid,
@@ -368,13 +374,7 @@ impl Server {
         passwd: &[u8],
     ) {
         if passwd != session_passwd(session_id) {
-            tracing::info!(
-                session = format!("0x{session_id:x}"),
-                "session password wrong; telling the client it expired"
-            );
-            self.send_connect_response(conn, 0, 0, [0u8; 16]);
-            self.close(conn);
-            return;
+            return self.tell_expired(conn, session_id, "session password wrong");
         }
         self.awaiting_revalidations
             .insert(session_id, (conn, timeout_ms));

@@ -16,6 +16,7 @@
 pub mod apply;
 pub mod member;
 pub mod prep;
+pub mod read_only;
 pub mod reads;
 pub mod recovery;
 mod refused;
@@ -148,6 +149,10 @@ pub struct Settings {
     /// The schemes every request but auth and sasl needs an identity of
     /// (`sessionRequireClientSASLAuth`, `enforce.auth.*`); `None`: not enforced.
     pub enforced_schemes: Option<Vec<String>>,
+    /// `localSessionsEnabled`: in read-only mode a new session is local to this member
+    /// (without it ZooKeeper 3.8's read-only server refuses new sessions; see
+    /// [`read_only`]).
+    pub local_sessions_enabled: bool,
 }
 
 /// Per-connection figures for `cons` and `stat`.
@@ -304,6 +309,9 @@ pub struct Server {
     revalidate_replies: Vec<(u64, RevalidateReply)>,
     /// Learner: reconnects waiting for the leader's revalidation: connection, timeout.
     awaiting_revalidations: HashMap<i64, (ConnId, i32)>,
+    /// Read-only: the sessions of this member's own read-only clients, never in the
+    /// replicated table (see [`read_only`]); rebuilt each time read-only mode starts.
+    ro_sessions: SessionTracker,
 }
 
 impl Server {
@@ -350,6 +358,7 @@ impl Server {
             revalidations: Vec::new(),
             revalidate_replies: Vec::new(),
             awaiting_revalidations: HashMap::default(),
+            ro_sessions: SessionTracker::new(tick, 0),
         }
     }
 
@@ -488,6 +497,9 @@ impl Server {
             self.close(conn);
             return;
         }
+        if self.role == Role::ReadOnly && self.read_only_refuses(conn, &req) {
+            return;
+        }
         if req.last_zxid_seen > self.last_zxid {
             // The client has seen a newer state than ours: it must look elsewhere.
             tracing::info!(
@@ -503,6 +515,9 @@ impl Server {
             self.settings.min_session_timeout_ms,
             self.settings.max_session_timeout_ms,
         );
+        if self.role == Role::ReadOnly {
+            return self.read_only_session(conn, &req, timeout_ms);
+        }
         if req.session_id == 0 && self.role == Role::Learner {
             return self.forward_new_session(conn, timeout_ms);
         }
@@ -536,13 +551,7 @@ impl Server {
             .get(req.session_id)
             .is_some_and(|s| !s.closing && s.passwd[..] == req.passwd[..]);
         if !valid {
-            tracing::info!(
-                session = format!("0x{:x}", req.session_id),
-                "session expired or password wrong; telling the client it expired"
-            );
-            self.send_connect_response(conn, 0, 0, [0u8; 16]);
-            self.close(conn);
-            return;
+            return self.tell_expired(conn, req.session_id, "session expired or password wrong");
         }
         self.sessions
             .touch(req.session_id, Some(timeout_ms), self.now_ms);
@@ -581,6 +590,18 @@ impl Server {
         self.send_connect_response(conn, session_id, timeout_ms, passwd);
     }
 
+    /// Answers a reconnect of `session_id` as ZooKeeper answers a session it cannot
+    /// resume (`finishSessionInit(cnxn, false)`): a ConnectResponse with session 0 and
+    /// timeout 0, then the connection closed. `why` is logged.
+    fn tell_expired(&mut self, conn: ConnId, session_id: i64, why: &str) {
+        tracing::info!(
+            session = format!("0x{session_id:x}"),
+            "{why}; telling the client it expired"
+        );
+        self.send_connect_response(conn, 0, 0, [0u8; 16]);
+        self.close(conn);
+    }
+
     /// Sends a ConnectResponse; without its readOnly byte to a client whose request had
     /// none (ZooKeeper's `isOldClient`).
     fn send_connect_response(
@@ -595,7 +616,8 @@ impl Server {
             time_out_ms: timeout_ms,
             session_id,
             passwd: Bytes::copy_from_slice(&passwd),
-            read_only: false,
+            // ZooKeeperServer.finishSessionInit: whether this is a read-only server.
+            read_only: self.role == Role::ReadOnly,
         };
         let old_client = self.conns.get(&conn).is_some_and(|c| c.old_client);
         let packet = reply::frame(|b| {
@@ -656,7 +678,13 @@ impl Server {
             );
             return;
         }
-        if !creating && !self.sessions.touch(session_id, None, now) {
+        if self.role == Role::ReadOnly {
+            if self.read_only_request(conn, session_id, xid, opcode)
+                == read_only::ReadOnlyVerdict::Answered
+            {
+                return;
+            }
+        } else if !creating && !self.sessions.touch(session_id, None, now) {
             // The session is gone (no closeSession of it is on its way): ZooKeeper
             // drops the request; its connection was closed with the session.
             self.close(conn);
@@ -987,7 +1015,10 @@ impl Server {
     fn tick(&mut self) {
         // Only the server that sequences writes expires sessions and reaps containers
         // (on an ensemble, the leader: ZooKeeper's SessionTracker and ContainerManager
-        // run there).
+        // run there). A read-only member expires its own local sessions.
+        if self.role == Role::ReadOnly {
+            self.expire_read_only_sessions();
+        }
         if !self.sequences_writes() {
             return;
         }

@@ -251,6 +251,7 @@ mod tests {
             sasl: Some(std::sync::Arc::new(sasl)),
             allow_sasl_failed_clients: false,
             enforced_schemes: enforced.map(|s| s.iter().map(|s| s.to_string()).collect()),
+            local_sessions_enabled: false,
         };
         Server::new(settings, 0, T, 1)
     }

@@ -556,6 +556,7 @@ mod tests {
             sasl: None,
             allow_sasl_failed_clients: false,
             enforced_schemes: None,
+            local_sessions_enabled: false,
         };
         let mut s = Server::new(settings, 0, t0, 1);
         let addr = "127.0.0.1:5000".parse().unwrap();

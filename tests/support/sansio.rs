@@ -30,6 +30,7 @@ pub fn settings() -> Settings {
         sasl: None,
         allow_sasl_failed_clients: false,
         enforced_schemes: None,
+        local_sessions_enabled: false,
     }
 }
 
@@ -99,6 +100,8 @@ pub enum Got {
         session_id: i64,
         timeout_ms: i32,
         passwd: Bytes,
+        /// The readOnly byte: the server is a read-only one.
+        read_only: bool,
     },
     Close,
 }
@@ -116,6 +119,7 @@ pub fn decode(o: Outbound) -> Got {
                 session_id: r.session_id,
                 timeout_ms: r.time_out_ms,
                 passwd: r.passwd,
+                read_only: r.read_only,
             };
         }
     }
