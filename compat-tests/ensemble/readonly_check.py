@@ -21,6 +21,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "rawdiff"))
 import rawzk  # noqa: E402
+from chaos import four_letter, mode as port_mode  # noqa: E402
 
 from kazoo.client import KazooClient  # noqa: E402
 from kazoo.protocol.states import KeeperState  # noqa: E402
@@ -41,27 +42,13 @@ def fact(*parts):
     print(" ".join(str(p) for p in parts), flush=True)
 
 
-def word(i, w, timeout_s=2.0):
+def word(i, w):
     """A four-letter word's answer from member i ('' when it cannot be asked)."""
-    try:
-        with socket.create_connection(("127.0.0.1", PORT[i]), timeout=timeout_s) as s:
-            s.sendall(w.encode())
-            out = b""
-            while True:
-                d = s.recv(65536)
-                if not d:
-                    break
-                out += d
-            return out.decode()
-    except OSError:
-        return ""
+    return four_letter(PORT[i], w)
 
 
 def mode(i):
-    for line in word(i, "srvr").splitlines():
-        if line.startswith("Mode: "):
-            return line[len("Mode: "):]
-    return ""
+    return port_mode(PORT[i])
 
 
 def read_frame(s, timeout_s=3.0):
