@@ -1452,8 +1452,9 @@ fn split_host_and_ports(text: &str) -> Result<Vec<&str>, String> {
     }
 }
 
-/// Parses the value of `server.N` (see [`ServerSpec`]).
-fn parse_server(id: u64, value: &str) -> Result<ServerSpec, String> {
+/// Parses the value of `server.N` (see [`ServerSpec`]). Errors: the reason, without
+/// the key or line (callers add them).
+pub(crate) fn parse_server(id: u64, value: &str) -> Result<ServerSpec, String> {
     const FORM: &str = "expected host:quorumPort:electionPort[:participant|observer]\
                         [;[clientAddress:]clientPort]";
     let (server_part, client_part) = match value.split_once(';') {
@@ -1520,7 +1521,7 @@ fn parse_server(id: u64, value: &str) -> Result<ServerSpec, String> {
 /// a line ending in an odd number of backslashes continues on the next line (its leading
 /// blanks dropped); `\t`, `\n`, `\r`, `\f`, `\uXXXX` are escapes and `\x` is `x`. The
 /// line number reported is the line where the key starts.
-fn read_properties(text: &str) -> Vec<(usize, String, String)> {
+pub(crate) fn read_properties(text: &str) -> Vec<(usize, String, String)> {
     let mut out = Vec::new();
     let mut lines = text.split('\n').enumerate();
     while let Some((index, raw)) = lines.next() {

@@ -23,6 +23,7 @@ use crate::server::{Input, Outbound, Server};
 use crate::storage::zab::ZabStore;
 use crate::zab::message::{Message, ServerState};
 use crate::zab::quorum::QuorumVerifier;
+use crate::zab::wire::config::ServerLine;
 use crate::zab::{self, Action, Sid, Zxid};
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,11 +52,10 @@ pub fn zab_config(config: &Config, my_id: Sid) -> Result<zab::Config, String> {
             ids.join(", ")
         ));
     }
-    let participants = config.servers.iter().filter(|s| !s.observer).map(|s| s.id);
-    let observers = config.servers.iter().filter(|s| s.observer).map(|s| s.id);
+    let lines = config.servers.iter().map(ServerLine::from);
     Ok(zab::Config::new(
         my_id,
-        QuorumVerifier::new(participants, observers),
+        QuorumVerifier::from_servers(lines, 0)?,
         u64::from(config.tick_time_ms),
         u64::from(config.init_limit),
         u64::from(config.sync_limit),

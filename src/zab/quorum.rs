@@ -1,21 +1,32 @@
 //! Who votes and what counts as a quorum: ZooKeeper's `QuorumMaj` (ZAB-WIRE.md §5,
 //! `Q/flexible/QuorumMaj.java`): a set of participants is a quorum when it holds more
-//! than half of them; observers never count.
+//! than half of them; observers never count. A verifier is one configuration of the
+//! ensemble: its members (with their addresses when known) and its version, the zxid
+//! of the reconfig txn that made it (0 for a zoo.cfg that names none; dynamic
+//! reconfiguration, ZooKeeper 3.5+).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use super::Sid;
+use super::wire::config::{quorum_config_text, ServerLine};
+use super::{Sid, Zxid};
 
-/// The ensemble's members by kind (the server.N lines, `:participant` / `:observer`).
+/// The ensemble's members by kind (the server.N lines, `:participant` / `:observer`),
+/// at one config version.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QuorumVerifier {
     participants: BTreeSet<Sid>,
     observers: BTreeSet<Sid>,
+    /// The config version (`version=` of the config text, hex there).
+    version: Zxid,
+    /// The server lines by sid; empty for a verifier made from sids alone
+    /// ([`QuorumVerifier::new`], the simulation's).
+    servers: BTreeMap<Sid, ServerLine>,
 }
 
 impl QuorumVerifier {
-    /// A verifier over `participants` (voters) and `observers`. Panics if a sid is in
-    /// both or there are no participants (config validation refuses both first).
+    /// A verifier over `participants` (voters) and `observers`, version 0, without
+    /// addresses. Panics if a sid is in both or there are no participants (config
+    /// validation refuses both first).
     pub fn new(
         participants: impl IntoIterator<Item = Sid>,
         observers: impl IntoIterator<Item = Sid>,
@@ -27,7 +38,81 @@ impl QuorumVerifier {
         QuorumVerifier {
             participants,
             observers,
+            version: 0,
+            servers: BTreeMap::new(),
         }
+    }
+
+    /// A verifier over server lines at `version`; a later line for the same sid wins.
+    /// Errors: no participant among them.
+    pub fn from_servers(
+        servers: impl IntoIterator<Item = ServerLine>,
+        version: Zxid,
+    ) -> Result<QuorumVerifier, String> {
+        let servers: BTreeMap<Sid, ServerLine> = servers.into_iter().map(|s| (s.sid, s)).collect();
+        let participants: BTreeSet<Sid> = servers
+            .values()
+            .filter(|s| !s.observer)
+            .map(|s| s.sid)
+            .collect();
+        if participants.is_empty() {
+            return Err("a configuration needs at least one participant".to_string());
+        }
+        let observers = servers
+            .values()
+            .filter(|s| s.observer)
+            .map(|s| s.sid)
+            .collect();
+        Ok(QuorumVerifier {
+            participants,
+            observers,
+            version,
+            servers,
+        })
+    }
+
+    /// The config version: the zxid of the reconfig txn that made it (0: none).
+    pub fn version(&self) -> Zxid {
+        self.version
+    }
+
+    /// The same members at another version (ZOOKEEPER-1783: an established leader
+    /// gives the initial config its NEWLEADER zxid as version).
+    pub fn with_version(&self, version: Zxid) -> QuorumVerifier {
+        QuorumVerifier {
+            version,
+            ..self.clone()
+        }
+    }
+
+    /// `sid`'s server line, when the verifier has addresses.
+    pub fn server(&self, sid: Sid) -> Option<&ServerLine> {
+        self.servers.get(&sid)
+    }
+
+    /// The server lines, ascending by sid (empty without addresses).
+    pub fn servers(&self) -> impl Iterator<Item = &ServerLine> + '_ {
+        self.servers.values()
+    }
+
+    /// The config text members exchange (notifications, NEWLEADER, the reconfig txn,
+    /// `/zookeeper/config`): [`quorum_config_text`] of the lines and the version.
+    pub fn text(&self) -> String {
+        let lines: Vec<ServerLine> = self.servers.values().cloned().collect();
+        quorum_config_text(&lines, self.version)
+    }
+
+    /// Whether two verifiers are the same configuration as ZooKeeper's
+    /// `QuorumMaj.equals` decides it: the same version, or the same members with the
+    /// same kind and addresses (sids alone when either has no addresses).
+    pub fn same_config(&self, other: &QuorumVerifier) -> bool {
+        if self.version == other.version {
+            return true;
+        }
+        if self.participants != other.participants || self.observers != other.observers {
+            return false;
+        }
+        self.servers.is_empty() || other.servers.is_empty() || self.servers == other.servers
     }
 
     /// Whether `sid` votes (ZooKeeper's weight != 0).
@@ -38,6 +123,11 @@ impl QuorumVerifier {
     /// Whether `sid` is an observer.
     pub fn is_observer(&self, sid: Sid) -> bool {
         self.observers.contains(&sid)
+    }
+
+    /// Whether `sid` is a member of either kind.
+    pub fn is_member(&self, sid: Sid) -> bool {
+        self.is_participant(sid) || self.is_observer(sid)
     }
 
     /// The voters, ascending.
@@ -84,5 +174,40 @@ mod tests {
         let five = QuorumVerifier::new([1, 2, 3, 4, 5], []);
         assert!(!five.contains_quorum([1, 2]));
         assert!(five.contains_quorum([1, 2, 5]));
+    }
+
+    fn line(sid: Sid, observer: bool, port: u16) -> ServerLine {
+        ServerLine {
+            sid,
+            host: "127.0.0.1".into(),
+            quorum_port: port,
+            election_port: port + 1,
+            observer,
+            client: None,
+        }
+    }
+
+    /// QuorumMaj.equals: equal versions are equal whatever the members; otherwise the
+    /// members, their kinds and addresses decide.
+    #[test]
+    fn same_config_as_zookeeper_decides_it() {
+        let a = QuorumVerifier::from_servers([line(1, false, 10), line(2, false, 20)], 5).unwrap();
+        let b = QuorumVerifier::from_servers(
+            [line(1, false, 10), line(2, true, 20), line(3, false, 30)],
+            5,
+        )
+        .unwrap();
+        assert!(a.same_config(&b));
+        let c = a.with_version(6);
+        assert!(a.same_config(&c));
+        let moved =
+            QuorumVerifier::from_servers([line(1, false, 10), line(2, false, 40)], 7).unwrap();
+        assert!(!a.same_config(&moved));
+        let observer =
+            QuorumVerifier::from_servers([line(1, false, 10), line(2, true, 20)], 7).unwrap();
+        assert!(!a.same_config(&observer));
+        assert!(QuorumVerifier::from_servers([line(1, true, 10)], 1).is_err());
+        assert_eq!(b.quorum_size(), 2);
+        assert!(b.is_member(2) && !b.is_participant(2));
     }
 }

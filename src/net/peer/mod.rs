@@ -207,17 +207,7 @@ impl PeerNet {
                     format!("no server.{my_sid} line"),
                 )
             })?;
-        let lines: Vec<ServerLine> = servers
-            .iter()
-            .map(|s| ServerLine {
-                sid: s.id,
-                host: s.host.clone(),
-                quorum_port: s.quorum_port,
-                election_port: s.election_port,
-                observer: s.observer,
-                client: s.client_address.clone().zip(s.client_port),
-            })
-            .collect();
+        let lines: Vec<ServerLine> = servers.iter().map(ServerLine::from).collect();
         let static_config = Bytes::from(quorum_config_text(&lines, 0));
         let bind_host = |host: &str| {
             if params.quorum_listen_on_all_ips {

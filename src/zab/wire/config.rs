@@ -8,6 +8,8 @@
 
 use std::fmt::Write;
 
+use crate::config::{parse_server, read_properties};
+use crate::zab::quorum::QuorumVerifier;
 use crate::zab::Sid;
 
 /// One `server.N` line of the config.
@@ -25,6 +27,20 @@ pub struct ServerLine {
     pub observer: bool,
     /// The `;host:port` client address, when the server line has one.
     pub client: Option<(String, u16)>,
+}
+
+impl From<&crate::config::ServerSpec> for ServerLine {
+    /// The zoo.cfg `server.N` line as the config text writes it.
+    fn from(s: &crate::config::ServerSpec) -> ServerLine {
+        ServerLine {
+            sid: s.id,
+            host: s.host.clone(),
+            quorum_port: s.quorum_port,
+            election_port: s.election_port,
+            observer: s.observer,
+            client: s.client_address.clone().zip(s.client_port),
+        }
+    }
 }
 
 /// A host as NetUtils writes it: IPv6 literals in brackets.
@@ -67,6 +83,29 @@ pub fn quorum_config_text(servers: &[ServerLine], version: u64) -> String {
     out
 }
 
+/// Reads a config text as ZooKeeper's `QuorumPeer.configFromString` does (Java
+/// Properties, then `QuorumMaj(Properties)`): `server.N` lines (the form of zoo.cfg's,
+/// [`crate::config::ServerSpec`]; a later line for the same N wins) and `version`
+/// (hex; 0 when absent); other keys are ignored. Errors: a server line or version
+/// that does not parse (named with its key), or no participant.
+pub fn parse_quorum_config(text: &str) -> Result<QuorumVerifier, String> {
+    let mut servers = Vec::new();
+    let mut version = 0;
+    for (_, key, value) in read_properties(text) {
+        if let Some(n) = key.strip_prefix("server.") {
+            let sid: Sid = n
+                .parse()
+                .map_err(|_| format!("{key}: {n:?} is not a server id"))?;
+            let spec = parse_server(sid, &value).map_err(|e| format!("{key}={value}: {e}"))?;
+            servers.push(ServerLine::from(&spec));
+        } else if key == "version" {
+            version = u64::from_str_radix(&value, 16)
+                .map_err(|_| format!("version={value}: not a hex number"))?;
+        }
+    }
+    QuorumVerifier::from_servers(servers, version)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,5 +144,27 @@ mod tests {
             quorum_config_text(&[v6], 0x1_0000_0002),
             "server.4=[::1]:3182:3183:observer;[::1]:2181\nversion=100000002"
         );
+    }
+
+    #[test]
+    fn parses_what_it_writes() {
+        let servers = [
+            line(1, false, None),
+            line(2, true, Some(("0.0.0.0".into(), 2181))),
+        ];
+        let text = quorum_config_text(&servers, 0x2_0000_0003);
+        let qv = parse_quorum_config(&text).unwrap();
+        assert_eq!(qv.version(), 0x2_0000_0003);
+        assert_eq!(qv.text(), text);
+        assert!(qv.is_participant(1) && qv.is_observer(2));
+        assert_eq!(qv.server(2).unwrap().client, Some(("0.0.0.0".into(), 2181)));
+        assert_eq!(
+            parse_quorum_config("server.1=a:1:2\n").unwrap().version(),
+            0
+        );
+        assert!(parse_quorum_config("server.1=a:1:2\nversion=xyz").is_err());
+        assert!(parse_quorum_config("server.x=a:1:2").is_err());
+        assert!(parse_quorum_config("server.1=a:1").is_err());
+        assert!(parse_quorum_config("version=1").is_err());
     }
 }
