@@ -248,6 +248,7 @@ impl Runner {
                     self.status.lock().applied.extend(txns);
                 }
                 Action::Proposed { .. } | Action::ProposeRefused => {}
+                Action::ConfigSeen { .. } | Action::ConfigActivated { .. } => {}
                 Action::RoleChanged(rc) => {
                     eprintln!("server.{}: {rc:?}", self.peer.sid());
                     self.status.lock().role = Some(rc);

@@ -103,13 +103,8 @@ impl Election {
     fn broadcast(&mut self, ctx: &mut Ctx) {
         self.resend_at_ms = ctx.now_ms + self.not_timeout_ms;
         let me = ctx.me();
-        let n = self.vote.notification(ServerState::Looking, self.round);
-        let voters: Vec<Sid> = ctx
-            .config
-            .quorum
-            .participants()
-            .filter(|&s| s != me)
-            .collect();
+        let n = ctx.notification(&self.vote, ServerState::Looking, self.round);
+        let voters: Vec<Sid> = ctx.voters().into_iter().filter(|&s| s != me).collect();
         for to in voters {
             ctx.send(to, Message::Notification(n.clone()));
         }
@@ -130,7 +125,7 @@ impl Election {
     }
 
     fn reply(&self, ctx: &mut Ctx, to: Sid) {
-        let n = self.vote.notification(ServerState::Looking, self.round);
+        let n = ctx.notification(&self.vote, ServerState::Looking, self.round);
         ctx.send(to, Message::Notification(n));
     }
 
@@ -152,7 +147,7 @@ impl Election {
 
     /// A notification from `from`.
     pub fn on_notification(&mut self, ctx: &mut Ctx, from: Sid, n: Notification) -> Next {
-        if !ctx.config.quorum.is_participant(from) {
+        if !ctx.is_voter(from) {
             // Non-voters always get our current vote and never count.
             self.reply(ctx, from);
             return Next::Stay;
@@ -161,7 +156,7 @@ impl Election {
             // A peer in an older round learns ours (WorkerReceiver).
             self.reply(ctx, from);
         }
-        if !ctx.config.quorum.is_participant(n.leader) {
+        if !ctx.is_voter(n.leader) {
             return Next::Stay;
         }
         let vote = Vote {
@@ -211,7 +206,7 @@ impl Election {
             ServerState::Following | ServerState::Leading => {
                 if n.election_epoch == self.round {
                     self.recv.insert(from, received.clone());
-                    if term(ctx, &self.recv, &received)
+                    if joined(ctx, &self.recv, &received)
                         && self.check_leader(ctx, &self.recv, n.leader, n.election_epoch)
                     {
                         return self.decide(ctx, vote, n.election_epoch);
@@ -220,7 +215,7 @@ impl Election {
                 // Joining an established ensemble: a quorum follows the same leader,
                 // and that leader says it leads.
                 self.out_of_election.insert(from, received.clone());
-                if term(ctx, &self.out_of_election, &received)
+                if joined(ctx, &self.out_of_election, &received)
                     && self.check_leader(ctx, &self.out_of_election, n.leader, n.election_epoch)
                 {
                     self.round = n.election_epoch;
@@ -292,9 +287,26 @@ fn better(ctx: &Ctx, new: &Vote, cur: &Vote) -> bool {
     (new.peer_epoch, new.zxid, new.leader) > (cur.peer_epoch, cur.zxid, cur.leader)
 }
 
+/// Joining an established leader: the senders following `vote`'s leader are a quorum
+/// of the current config. ZooKeeper asks a quorum of the last seen config too; a
+/// member whose last seen config came from a reconfig PROPOSAL that was lost (its
+/// leader fell before it committed, and a quorum of the current config went on
+/// without it) then waits for good for members that never saw it (found by
+/// reconfig seed 24). Following is safe whoever leads: the leader's own election
+/// and NEWLEADER quorum are what must meet every active config, and the sync that
+/// follows TRUNCates the lost txn and replaces the last seen config with the leader's.
+fn joined(ctx: &Ctx, votes: &HashMap<Sid, Received>, vote: &Received) -> bool {
+    let agree = votes.iter().filter(|(_, r)| r.same(vote)).map(|(&s, _)| s);
+    ctx.config.quorum.contains_quorum(agree)
+}
+
 /// ZooKeeper's `termPredicate`: the senders whose vote equals `vote` are a quorum.
+/// With a newer config seen, of both configs (`getVoteTracker`).
 fn term(ctx: &Ctx, votes: &HashMap<Sid, Received>, vote: &Received) -> bool {
-    ctx.config
-        .quorum
-        .contains_quorum(votes.iter().filter(|(_, r)| r.same(vote)).map(|(&s, _)| s))
+    let agree: Vec<Sid> = votes
+        .iter()
+        .filter(|(_, r)| r.same(vote))
+        .map(|(&s, _)| s)
+        .collect();
+    ctx.all_quorums(agree.iter().copied())
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 
 use super::message::Message;
+use super::reconfig::{config_of_txn, designated_leader, quorum_point};
 use super::{counter_of, epoch_of, zxid, Action, Ctx, Input, Next, RoleChange, Sid, Txn, Zxid};
 
 /// ZooKeeper's learner/leader protocol version (0x10000).
@@ -98,6 +99,17 @@ pub struct Leader {
     /// When this member started leading, ms (ZooKeeper's `zk_leader_uptime` counts
     /// from here).
     started_ms: u64,
+    /// The zxid of the reconfig proposed and not yet committed (at most one:
+    /// RECONFIGINPROGRESS); its config is `ctx.last_seen`.
+    pending_reconfig: Option<Zxid>,
+    /// False once a committed reconfig designated another leader: nothing more is
+    /// committed here (`Leader.allowedToCommit`), and when this leader steps down it
+    /// learns from `handover` instead of electing (`updateServerState`).
+    allowed_to_commit: bool,
+    handover: Option<Sid>,
+    /// The last reconfig committed in this epoch and the leader it designated: a
+    /// learner whose COMMITs were held past it gets COMMITANDACTIVATE for it too.
+    activated: Option<(Zxid, Sid)>,
 }
 
 impl Leader {
@@ -112,6 +124,10 @@ impl Leader {
             next_quorum_check_ms: ctx.now_ms + ctx.config.tick_ms,
             counter: 0,
             started_ms: ctx.now_ms,
+            pending_reconfig: None,
+            allowed_to_commit: true,
+            handover: None,
+            activated: None,
         };
         let next = l.advance(ctx);
         (l, next)
@@ -147,6 +163,12 @@ impl Leader {
                 connected_ms: h.connected_ms,
             })
             .collect()
+    }
+
+    /// The zxid the next proposal takes, while proposals are taken.
+    pub fn next_zxid(&self) -> Option<Zxid> {
+        let open = self.phase == Phase::Established && self.allowed_to_commit;
+        (open && self.counter < u32::MAX).then(|| zxid(self.epoch, self.counter + 1))
     }
 
     /// The established epoch, if a quorum acknowledged NEWLEADER.
@@ -190,7 +212,7 @@ impl Leader {
         let tick = ctx.config.tick_ms;
         if self.phase != Phase::Established && now >= self.phase_deadline_ms {
             // No quorum within initLimit: elect again (ZooKeeper's lead() times out).
-            return Next::Look;
+            return self.step_down();
         }
         // A learner silent for initLimit (while syncing) or syncLimit (after) is
         // dropped, as its socket read times out in ZooKeeper.
@@ -236,22 +258,48 @@ impl Leader {
                 })
                 .map(|(&s, _)| s)
                 .chain([ctx.me()]);
-            if !ctx.config.quorum.contains_quorum(live) {
-                return Next::Look;
+            // With a reconfig pending, of both configs (Leader.lead's syncedAckSet).
+            let live: Vec<Sid> = live.collect();
+            if !ctx.all_quorums(live.iter().copied()) {
+                return self.step_down();
             }
         }
         self.advance(ctx)
     }
 
+    /// Leaving the leader's role: to the designated leader after a reconfig that
+    /// named another, else to an election.
+    fn step_down(&self) -> Next {
+        match self.handover {
+            Some(leader) => Next::Learn(leader),
+            None => Next::Look,
+        }
+    }
+
     fn on_message(&mut self, ctx: &mut Ctx, from: Sid, msg: Message) -> Next {
         let now = ctx.now_ms;
         match msg {
-            Message::FollowerInfo { accepted_epoch, .. }
-            | Message::ObserverInfo { accepted_epoch, .. } => {
+            Message::FollowerInfo {
+                accepted_epoch,
+                config_version,
+                ..
+            }
+            | Message::ObserverInfo {
+                accepted_epoch,
+                config_version,
+                ..
+            } => {
                 let observer = matches!(msg, Message::ObserverInfo { .. });
-                if observer != ctx.config.quorum.is_observer(from)
-                    || !ctx.config.quorum.members().any(|s| s == from)
-                {
+                let refused = if ctx.config.reconfig_enabled {
+                    // Any server may learn (a joining one as a non-voting follower), but
+                    // not one with a newer activated config (LearnerHandler.run:
+                    // "Follower is ahead of the leader").
+                    config_version > ctx.config.quorum.version() as i64
+                } else {
+                    observer != ctx.config.quorum.is_observer(from)
+                        || !ctx.config.quorum.members().any(|s| s == from)
+                };
+                if refused {
                     ctx.emit(Action::CloseConnection { peer: from });
                     return Next::Stay;
                 }
@@ -397,6 +445,16 @@ impl Leader {
             // acceptedEpoch is durable before any LEADERINFO names the epoch.
             ctx.accepted_epoch = self.epoch;
             ctx.emit(Action::PersistAcceptedEpoch { epoch: self.epoch });
+            if ctx.config.reconfig_enabled
+                && ctx.config.quorum.version() == 0
+                && ctx.last_seen.version() == 0
+            {
+                // ZOOKEEPER-1783: an initial config gets a version once a quorum
+                // establishes it, the NEWLEADER zxid, so that it beats the partial
+                // initial configs of joining servers.
+                let versioned = ctx.config.quorum.with_version(zxid(self.epoch, 0));
+                ctx.see_config(versioned);
+            }
             self.phase = Phase::AwaitEpochAcks;
             self.phase_deadline_ms = ctx.now_ms + ctx.config.init_limit * ctx.config.tick_ms;
         }
@@ -456,7 +514,8 @@ impl Leader {
                 .filter(|(_, h)| !h.observer && h.stage == Stage::Synced)
                 .map(|(&s, _)| s)
                 .chain(self_ready.then_some(me));
-            if !ctx.config.quorum.contains_quorum(acks) {
+            let acks: Vec<Sid> = acks.collect();
+            if !ctx.all_quorums(acks.iter().copied()) {
                 return Next::Stay;
             }
             self.phase = Phase::Established;
@@ -464,6 +523,23 @@ impl Leader {
             ctx.emit(Action::RoleChanged(RoleChange::LeaderEstablished {
                 epoch: self.epoch,
             }));
+            if ctx.config.reconfig_enabled && ctx.last_seen.version() > ctx.config.quorum.version()
+            {
+                // The config NEWLEADER carried is now the quorum's (ZOOKEEPER-1324,
+                // Leader.startZkServer), with its designated leader. It activates once
+                // the txns the quorum synced are committed, its reconfig txn among them
+                // (ZooKeeper activates first and commits after).
+                let newleader = zxid(self.epoch, 0);
+                let votes: Vec<(Sid, Zxid)> = acks.iter().map(|&s| (s, newleader)).collect();
+                let new = ctx.last_seen.clone();
+                let designated = designated_leader(me, &ctx.config.quorum, &new, newleader, &votes);
+                self.commit(ctx);
+                ctx.activate_config(new);
+                if designated != Some(me) {
+                    self.allowed_to_commit = false;
+                    self.handover = designated;
+                }
+            }
         }
         self.commit(ctx);
         let committed = ctx.log.committed();
@@ -492,7 +568,13 @@ impl Leader {
                     .map(|t| t.zxid)
                     .collect();
                 for z in held {
-                    ctx.send(sid, Message::Commit { zxid: z });
+                    let msg = match self.activated {
+                        Some((r, leader)) if r == z => {
+                            Message::CommitAndActivate { zxid: z, leader }
+                        }
+                        _ => Message::Commit { zxid: z },
+                    };
+                    ctx.send(sid, msg);
                     h.commit_sent_upto = z;
                 }
             }
@@ -650,11 +732,29 @@ impl Leader {
         h.stage = Stage::Syncing {
             newleader_upto: h.queued_upto,
         };
+        // Establishing the epoch: the last seen config (Leader.getQuorumVerifierBytes),
+        // which the NEWLEADER quorum activates. Once established: the current config,
+        // where ZooKeeper sends the last seen one too, which a learner syncing while a
+        // reconfig is pending activates at UPTODATE before the reconfig commits (the
+        // simulation found members on a config no quorum committed); the reconfig's
+        // PROPOSAL in the sync shows it the pending config. With reconfig off the codec
+        // writes the static config.
+        let config = if ctx.config.reconfig_enabled {
+            let established = self.phase == Phase::Established;
+            let qv = if established {
+                &ctx.config.quorum
+            } else {
+                &ctx.last_seen
+            };
+            Bytes::from(qv.text())
+        } else {
+            Bytes::new()
+        };
         ctx.send(
             sid,
             Message::NewLeader {
                 epoch: self.epoch,
-                config: Bytes::new(),
+                config,
             },
         );
     }
@@ -662,13 +762,23 @@ impl Leader {
     /// A client txn: the next zxid of the epoch, into our log and to every forwarding
     /// follower (pipelined: no wait for earlier ACKs).
     pub fn propose(&mut self, ctx: &mut Ctx, txn: Bytes) {
-        if self.phase != Phase::Established || self.counter == u32::MAX {
-            // A counter at its end needs a new epoch (ZOOKEEPER-1277).
+        if self.phase != Phase::Established || self.counter == u32::MAX || !self.allowed_to_commit {
+            // A counter at its end needs a new epoch (ZOOKEEPER-1277); a leader that
+            // handed over commits nothing more.
             ctx.emit(Action::ProposeRefused);
             return;
         }
         self.counter += 1;
         let z = zxid(self.epoch, self.counter);
+        if ctx.config.reconfig_enabled {
+            if let Some(qv) = config_of_txn(&txn) {
+                // From here every proposal needs a quorum of both configs. The config's
+                // version is the txn's zxid (the server preps it so: PrepRequestProcessor).
+                debug_assert_eq!(qv.version(), z, "a reconfig's version is its zxid");
+                ctx.see_config(qv.with_version(z));
+                self.pending_reconfig = Some(z);
+            }
+        }
         ctx.log.append(Txn {
             zxid: z,
             data: txn.clone(),
@@ -694,44 +804,92 @@ impl Leader {
         }
     }
 
-    /// Commits up to the highest zxid a quorum of participants has durable, counting
-    /// the leader's own durable log; COMMITs go out strictly in zxid order.
+    /// Commits as far as the quorums allow, COMMITs strictly in zxid order; a
+    /// committed reconfig activates its config before anything after it commits
+    /// (`Leader.processAck`'s loop over `tryToCommit`).
     fn commit(&mut self, ctx: &mut Ctx) {
         if self.phase != Phase::Established {
             return;
         }
-        let mut acked: Vec<Zxid> = self
-            .handlers
+        while self.allowed_to_commit {
+            let acks = self.acks(ctx);
+            let Some(upto) = self.commit_point(ctx, &acks) else {
+                return;
+            };
+            let reconfig = self.pending_reconfig.filter(|&r| r == upto);
+            let designated = reconfig
+                .map(|r| designated_leader(ctx.me(), &ctx.config.quorum, &ctx.last_seen, r, &acks));
+            self.commit_upto(ctx, upto, designated.map(|d| d.unwrap_or(ctx.me())));
+            let Some(designated) = designated else {
+                continue;
+            };
+            self.activated = Some((upto, designated.unwrap_or(ctx.me())));
+            // The reconfig is committed: its config becomes the current one, and the
+            // txns after it need its quorum only. ZooKeeper keeps requiring the old
+            // config's quorum for those proposed before the commit; the simulation
+            // found that this stalls for good when the old voters that would ack them
+            // become observers in the new config (they ack nothing more). One quorum
+            // is enough: any later leader holds this reconfig (an old quorum that
+            // elects it meets the old quorum that acked it, and votes go to the highest
+            // zxid), so it is elected and establishes under the new config, whose
+            // quorums meet the one that acked each of these txns.
+            let new = ctx.last_seen.clone();
+            self.pending_reconfig = None;
+            ctx.activate_config(new);
+            if designated != Some(ctx.me()) {
+                // Another member leads the new config: commit nothing more; step
+                // down to it once the followers have left for it (the tick's quorum
+                // check), as ZooKeeper's leader does.
+                self.allowed_to_commit = false;
+                self.handover = designated;
+            }
+        }
+    }
+
+    /// Each voting learner's highest durable zxid, and the leader's own.
+    fn acks(&self, ctx: &Ctx) -> Vec<(Sid, Zxid)> {
+        self.handlers
             .iter()
             .filter(|(_, h)| !h.observer && h.stage == Stage::Synced)
-            .map(|(_, h)| h.acked)
-            .collect();
-        acked.push(ctx.durable);
-        acked.sort_unstable_by(|a, b| b.cmp(a));
-        let need = ctx.config.quorum.quorum_size();
-        let quorum_point = if cfg!(feature = "sim-bug-early-commit") {
+            .map(|(&s, h)| (s, h.acked))
+            .chain([(ctx.me(), ctx.durable)])
+            .collect()
+    }
+
+    /// The last txn of the log that may commit now, past the commit point: acked by a
+    /// quorum of the current config; from a pending reconfig on, of its config too,
+    /// and no further than the reconfig itself. `None` when nothing new commits.
+    fn commit_point(&self, ctx: &Ctx, acks: &[(Sid, Zxid)]) -> Option<Zxid> {
+        let current = &ctx.config.quorum;
+        let mut target = if cfg!(feature = "sim-bug-early-commit") {
             // Deliberate bug for the simulation's teeth: the leader's own durable log
             // alone commits.
             ctx.durable
-        } else if acked.len() >= need {
-            acked[need - 1]
         } else {
-            return;
+            quorum_point(current, acks)
         };
-        let target = quorum_point.min(ctx.log.last());
+        if let Some(r) = self.pending_reconfig {
+            if ctx.last_seen.version() > current.version() {
+                let both = target.min(quorum_point(&ctx.last_seen, acks));
+                target = if both >= r { r } else { target.min(r - 1) };
+            }
+        }
+        let target = target.min(ctx.log.last());
         if target <= ctx.log.committed() {
-            return;
+            return None;
         }
         // The quorum point is an acknowledged zxid, so a txn of our log or its base.
-        let Some(upto) = ctx
-            .log
+        ctx.log
             .after(ctx.log.committed())
             .take_while(|t| t.zxid <= target)
             .last()
             .map(|t| t.zxid)
-        else {
-            return;
-        };
+    }
+
+    /// Commits the log up to `upto` and sends the COMMITs (INFORMs to observers);
+    /// with `activate`, `upto` is a reconfig, whose COMMIT is COMMITANDACTIVATE
+    /// (INFORMANDACTIVATE) naming that leader.
+    fn commit_upto(&mut self, ctx: &mut Ctx, upto: Zxid, activate: Option<Sid>) {
         let newly: Vec<Txn> = ctx
             .log
             .after(ctx.log.committed())
@@ -765,20 +923,33 @@ impl Leader {
                 continue;
             }
             for t in &newly {
+                let leader = activate.filter(|_| t.zxid == upto);
                 if h.observer {
                     if t.zxid > h.queued_upto {
-                        ctx.send(
-                            sid,
-                            Message::Inform {
+                        let msg = match leader {
+                            Some(leader) => Message::InformAndActivate {
+                                zxid: t.zxid,
+                                leader,
+                                txn: t.data.clone(),
+                            },
+                            None => Message::Inform {
                                 zxid: t.zxid,
                                 txn: t.data.clone(),
                             },
-                        );
+                        };
+                        ctx.send(sid, msg);
                         h.queued_upto = t.zxid;
                         h.commit_sent_upto = t.zxid;
                     }
                 } else if t.zxid > h.commit_sent_upto && t.zxid <= h.queued_upto {
-                    ctx.send(sid, Message::Commit { zxid: t.zxid });
+                    let msg = match leader {
+                        Some(leader) => Message::CommitAndActivate {
+                            zxid: t.zxid,
+                            leader,
+                        },
+                        None => Message::Commit { zxid: t.zxid },
+                    };
+                    ctx.send(sid, msg);
                     h.commit_sent_upto = t.zxid;
                 }
             }

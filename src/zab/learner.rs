@@ -3,6 +3,9 @@
 //! `Observer`, ZAB-WIRE.md §4.1, §4.5, §4.6, §7).
 
 use super::message::Message;
+use super::quorum::QuorumVerifier;
+use super::reconfig::config_of_txn;
+use super::wire::config::parse_quorum_config;
 use super::{epoch_of, zxid, Action, Ctx, Input, Next, RoleChange, Sid, Txn, Zxid};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +43,11 @@ pub struct Learner {
     /// (Learner.connectToLeader: 5 tries, 100 ms apart).
     connect_tries_left: u32,
     reconnect_at_ms: Option<u64>,
+    /// The config NEWLEADER carried, activated at UPTODATE (reconfig on).
+    newleader_config: Option<QuorumVerifier>,
+    /// The config of the last reconfig txn the sync committed, activated at UPTODATE
+    /// (with NEWLEADER's, whichever is newer).
+    synced_config: Option<QuorumVerifier>,
 }
 
 /// Connect attempts to the leader before a learner gives up (Learner.connectToLeader).
@@ -52,7 +60,7 @@ impl Learner {
     pub fn start(ctx: &mut Ctx, leader: Sid) -> Learner {
         let mut l = Learner {
             leader,
-            observer: !ctx.is_participant(),
+            observer: ctx.is_observer(),
             phase: Phase::AwaitLeaderInfo,
             epoch: 0,
             last_heard_ms: ctx.now_ms,
@@ -60,6 +68,8 @@ impl Learner {
             newleader_upto: 0,
             connect_tries_left: CONNECT_TRIES - 1,
             reconnect_at_ms: None,
+            newleader_config: None,
+            synced_config: None,
         };
         l.register(ctx);
         l
@@ -69,19 +79,21 @@ impl Learner {
     fn register(&mut self, ctx: &mut Ctx) {
         let (observer, leader) = (self.observer, self.leader);
         let (accepted_epoch, sid) = (ctx.accepted_epoch, ctx.me());
+        // LearnerInfo.configVersion: the current config's (Learner.registerWithLeader).
+        let config_version = ctx.config.quorum.version() as i64;
         let msg = if observer {
             Message::ObserverInfo {
                 accepted_epoch,
                 sid,
                 protocol_version: super::leader::PROTOCOL_VERSION,
-                config_version: 0,
+                config_version,
             }
         } else {
             Message::FollowerInfo {
                 accepted_epoch,
                 sid,
                 protocol_version: super::leader::PROTOCOL_VERSION,
-                config_version: 0,
+                config_version,
             }
         };
         ctx.send(leader, msg);
@@ -233,8 +245,47 @@ impl Learner {
                     // (ZOOKEEPER-4925's continuity): anything else is a broken leader.
                     return Next::Look;
                 }
+                if ctx.config.reconfig_enabled {
+                    if let Some(qv) = config_of_txn(&t.data) {
+                        ctx.see_config(qv);
+                    }
+                }
                 ctx.emit(Action::AppendTxns { txns: vec![t] });
                 Next::Stay
+            }
+            (
+                Phase::Syncing | Phase::AwaitDurable | Phase::AwaitUpToDate | Phase::Broadcast,
+                Message::CommitAndActivate { zxid: z, leader },
+            ) if !self.observer => {
+                if self.commit_only(ctx, z) == Next::Look {
+                    return Next::Look;
+                }
+                let qv = ctx
+                    .log
+                    .after(z.saturating_sub(1))
+                    .next()
+                    .filter(|t| t.zxid == z);
+                let qv = qv.and_then(|t| config_of_txn(&t.data));
+                self.activate(ctx, qv, leader)
+            }
+            (
+                Phase::AwaitUpToDate | Phase::Broadcast,
+                Message::InformAndActivate {
+                    zxid: z,
+                    leader,
+                    txn,
+                },
+            ) if self.observer => {
+                let t = Txn { zxid: z, data: txn };
+                if !ctx.log.append(t.clone()) {
+                    return Next::Look;
+                }
+                let qv = config_of_txn(&t.data);
+                ctx.emit(Action::AppendTxns { txns: vec![t] });
+                if self.commit_only(ctx, z) == Next::Look {
+                    return Next::Look;
+                }
+                self.activate(ctx, qv, leader)
             }
             (
                 Phase::Syncing | Phase::AwaitDurable | Phase::AwaitUpToDate | Phase::Broadcast,
@@ -250,9 +301,18 @@ impl Learner {
                 ctx.emit(Action::AppendTxns { txns: vec![t] });
                 self.commit(ctx, z)
             }
-            (Phase::Syncing, Message::NewLeader { epoch, .. }) => {
+            (Phase::Syncing, Message::NewLeader { epoch, config }) => {
                 if epoch != self.epoch {
                     return Next::Look;
+                }
+                // The leader's last seen config, to complete with it (ZOOKEEPER-1324)
+                // and activate at UPTODATE (Learner.syncWithLeader).
+                if ctx.config.reconfig_enabled && config.len() > 1 {
+                    let text = std::str::from_utf8(&config).ok();
+                    if let Some(qv) = text.and_then(|t| parse_quorum_config(t).ok()) {
+                        ctx.adopt_last_seen(qv.clone());
+                        self.newleader_config = Some(qv);
+                    }
                 }
                 self.phase = Phase::AwaitDurable;
                 self.newleader_upto = ctx.log.last();
@@ -262,6 +322,18 @@ impl Learner {
             (Phase::AwaitUpToDate, Message::UpToDate { committed }) => {
                 if let Some(z) = committed {
                     if self.commit(ctx, z.min(ctx.log.last())) == Next::Look {
+                        return Next::Look;
+                    }
+                }
+                let synced = self.synced_config.take();
+                let newest = [self.newleader_config.take(), synced]
+                    .into_iter()
+                    .flatten()
+                    .max_by_key(|q| q.version());
+                if let Some(qv) = newest {
+                    if qv.version() > ctx.config.quorum.version()
+                        && self.activate_undesignated(ctx, qv) == Next::Look
+                    {
                         return Next::Look;
                     }
                 }
@@ -306,7 +378,87 @@ impl Learner {
         }
     }
 
+    /// After the COMMIT of reconfig `qv` (COMMITANDACTIVATE / INFORMANDACTIVATE naming
+    /// `leader`): the config becomes current; when the designated leader is another
+    /// one, or this member's kind changed, it goes straight to its new role with no
+    /// election (`processReconfig` -> "changes proposed in reconfig" ->
+    /// `updateServerState`).
+    fn activate(&mut self, ctx: &mut Ctx, qv: Option<QuorumVerifier>, leader: Sid) -> Next {
+        let Some(qv) = qv else {
+            // Not a reconfig txn we hold: the leader and we disagree.
+            return Next::Look;
+        };
+        if !ctx.config.reconfig_enabled {
+            return Next::Stay;
+        }
+        let kind_changed = ctx.activate_config(qv);
+        if !kind_changed && leader == self.leader {
+            return Next::Stay;
+        }
+        let committed = ctx.log.committed();
+        if let Some((vote, _)) = ctx.decided.as_mut() {
+            vote.leader = leader;
+            vote.zxid = committed;
+        }
+        if leader == ctx.me() {
+            Next::Lead
+        } else {
+            Next::Learn(leader)
+        }
+    }
+
     fn commit(&mut self, ctx: &mut Ctx, z: Zxid) -> Next {
+        // A reconfig committed by a plain COMMIT (or UPTODATE): a keel leader sends
+        // one for txns a learner got before its sync, and the NEWLEADER config may
+        // predate it. Its config activates all the same, with no designated leader.
+        // Read before committing, which may trim the txns from the window.
+        let before = ctx.log.committed();
+        let config = match ctx.config.reconfig_enabled && z > before {
+            true => ctx
+                .log
+                .after(before)
+                .take_while(|t| t.zxid <= z)
+                .filter_map(|t| config_of_txn(&t.data))
+                .last(),
+            false => None,
+        };
+        let next = self.commit_only(ctx, z);
+        if next != Next::Stay {
+            return next;
+        }
+        match config {
+            // The sync's commits may leave the in-memory window before UPTODATE.
+            Some(qv) if self.phase == Phase::Syncing => {
+                self.synced_config = Some(qv);
+                Next::Stay
+            }
+            Some(qv) if qv.version() > ctx.config.quorum.version() => {
+                self.activate_undesignated(ctx, qv)
+            }
+            _ => Next::Stay,
+        }
+    }
+
+    /// Activates `qv` with no designated leader (NEWLEADER's config at UPTODATE, a
+    /// reconfig committed by a plain COMMIT): a change of kind, or a leader that is no
+    /// longer a voter at the same address, means a new election (`processReconfig`
+    /// with no suggested leader clears reconfigFlag).
+    fn activate_undesignated(&mut self, ctx: &mut Ctx, qv: QuorumVerifier) -> Next {
+        let before = ctx.config.quorum.clone();
+        let kind_changed = ctx.activate_config(qv);
+        let now = &ctx.config.quorum;
+        let same_address = match (before.server(self.leader), now.server(self.leader)) {
+            (Some(a), Some(b)) => a.host == b.host && a.quorum_port == b.quorum_port,
+            _ => true,
+        };
+        if kind_changed || !same_address || !now.is_participant(self.leader) {
+            Next::Look
+        } else {
+            Next::Stay
+        }
+    }
+
+    fn commit_only(&mut self, ctx: &mut Ctx, z: Zxid) -> Next {
         if z <= ctx.log.committed() {
             return Next::Stay;
         }

@@ -179,6 +179,24 @@ pub enum Message {
         /// The txn payload.
         txn: Bytes,
     },
+    /// 9, leader -> follower: COMMIT of a reconfig txn, which also activates its
+    /// config; data = the designated leader's sid, long (`Leader.commitAndActivate`).
+    CommitAndActivate {
+        /// The reconfig txn's zxid.
+        zxid: Zxid,
+        /// Who leads the new config (`Leader.getDesignatedLeader`).
+        leader: Sid,
+    },
+    /// 19, leader -> observer: INFORM of a reconfig txn; data = the designated
+    /// leader's sid, long, then the txn bytes (`Leader.informAndActivate`).
+    InformAndActivate {
+        /// The reconfig txn's zxid.
+        zxid: Zxid,
+        /// Who leads the new config.
+        leader: Sid,
+        /// The txn payload.
+        txn: Bytes,
+    },
     /// 5, both ways: the leader's liveness probe (zxid = last proposed), echoed by the
     /// learner with the sessions its clients touched since its last echo (data = pairs
     /// of sessionId long and timeout int, LearnerSessionTracker.snapshot).
@@ -257,6 +275,8 @@ impl Message {
             Message::Revalidate { .. } | Message::RevalidateReply { .. } => 6,
             Message::Sync => 7,
             Message::Inform { .. } => 8,
+            Message::CommitAndActivate { .. } => 9,
+            Message::InformAndActivate { .. } => 19,
             Message::NewLeader { .. } => 10,
             Message::FollowerInfo { .. } => 11,
             Message::UpToDate { .. } => 12,

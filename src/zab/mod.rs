@@ -30,6 +30,7 @@ pub mod learner;
 pub mod log;
 pub mod message;
 pub mod quorum;
+pub mod reconfig;
 pub mod storage;
 pub mod wire;
 
@@ -101,6 +102,10 @@ pub struct Config {
     /// size; SNAP beyond that (`zookeeper.snapshotSizeFactor`, 0.33). Negative: never
     /// read the on-disk log for a DIFF. See [`storage::read_for_diff`].
     pub snapshot_size_factor: f64,
+    /// `reconfigEnabled` (false): dynamic reconfiguration ([`reconfig`]). Off, the
+    /// config never changes: reconfig txns are logged and applied as data only, as
+    /// ZooKeeper's `processReconfig` skips them.
+    pub reconfig_enabled: bool,
 }
 
 impl Config {
@@ -122,6 +127,7 @@ impl Config {
             max_notification_interval_ms: 60_000,
             commit_log_count: 500,
             snapshot_size_factor: 0.33,
+            reconfig_enabled: false,
         }
     }
 }
@@ -315,6 +321,21 @@ pub enum Action {
     /// leader reads, and a leader does neither), and a local snapshot that dropped the
     /// log before `after` makes the answer `None`. The core checks that the txns
     /// reach `upto` without a gap (ZOOKEEPER-2418) and sends SNAP otherwise.
+    /// A newer config was seen (a reconfig proposal, or NEWLEADER's config): the
+    /// runtime writes it as `<zoo.cfg>.dynamic.next` and connects to its new members
+    /// (`QuorumPeer.setLastSeenQuorumVerifier`). Only with reconfig enabled.
+    ConfigSeen {
+        /// The config.
+        config: QuorumVerifier,
+    },
+    /// `config` is now the member's current config (a reconfig committed, or a
+    /// leader's config activated at UPTODATE / establishment): the runtime writes its
+    /// dynamic config file, edits zoo.cfg, and uses its addresses from now on
+    /// (`QuorumPeer.setQuorumVerifier(qv, true)`). Only with reconfig enabled.
+    ConfigActivated {
+        /// The config.
+        config: QuorumVerifier,
+    },
     ReadLog {
         /// The learner the DIFF is for.
         peer: Sid,
@@ -345,6 +366,9 @@ pub struct Ctx {
     /// The vote this member answers LOOKING peers with once it has decided, and the
     /// round it decided in.
     pub decided: Option<(Vote, u64)>,
+    /// The newest config seen (`lastSeenQuorumVerifier`): `config.quorum` itself, or a
+    /// newer one proposed and not yet committed.
+    pub last_seen: QuorumVerifier,
     out: Vec<Action>,
 }
 
@@ -367,6 +391,94 @@ impl Ctx {
     /// Whether this member votes.
     pub fn is_participant(&self) -> bool {
         self.config.quorum.is_participant(self.config.my_sid)
+    }
+
+    /// Whether this member learns as an observer (OBSERVERINFO). A member outside the
+    /// current config learns as a non-voting follower (`QuorumPeer.updateLearnerType`).
+    pub fn is_observer(&self) -> bool {
+        self.config.quorum.is_observer(self.config.my_sid)
+    }
+
+    /// Takes `qv` as the last seen config when reconfig is on and it is newer
+    /// (`setLastSeenQuorumVerifier`).
+    pub fn see_config(&mut self, qv: QuorumVerifier) {
+        if self.config.reconfig_enabled && qv.version() > self.last_seen.version() {
+            self.last_seen = qv.clone();
+            self.emit(Action::ConfigSeen { config: qv });
+        }
+    }
+
+    /// Takes the leader's config from NEWLEADER as the last seen one, older or not
+    /// (ZooKeeper's `setLastSeenQuorumVerifier` logs a stale one and takes it): a
+    /// newer config this member saw from a PROPOSAL the sync truncated is gone.
+    pub fn adopt_last_seen(&mut self, qv: QuorumVerifier) {
+        if !self.config.reconfig_enabled || qv.version() == self.last_seen.version() {
+            return;
+        }
+        self.last_seen = if qv.version() < self.config.quorum.version() {
+            self.config.quorum.clone()
+        } else {
+            qv
+        };
+        self.emit(Action::ConfigSeen {
+            config: self.last_seen.clone(),
+        });
+    }
+
+    /// Makes `qv` the current config when reconfig is on and it is newer
+    /// (`QuorumPeer.processReconfig`'s `setQuorumVerifier`). Returns whether this
+    /// member's kind changed (participant, observer, or outside the config:
+    /// `updateLearnerType`).
+    pub fn activate_config(&mut self, qv: QuorumVerifier) -> bool {
+        if !self.config.reconfig_enabled || qv.version() <= self.config.quorum.version() {
+            return false;
+        }
+        let me = self.config.my_sid;
+        let kind = |q: &QuorumVerifier| (q.is_participant(me), q.is_observer(me));
+        let changed = kind(&self.config.quorum) != kind(&qv);
+        if qv.version() > self.last_seen.version() {
+            self.last_seen = qv.clone();
+        }
+        self.config.quorum = qv.clone();
+        self.emit(Action::ConfigActivated { config: qv });
+        changed
+    }
+
+    /// Whether `sid` votes in the current config or the last seen one
+    /// (`QuorumPeer.getCurrentAndNextConfigVoters`, FLE's `validVoter`).
+    pub fn is_voter(&self, sid: Sid) -> bool {
+        self.config.quorum.is_participant(sid) || self.last_seen.is_participant(sid)
+    }
+
+    /// The voters of the current and the last seen config, ascending.
+    pub fn voters(&self) -> Vec<Sid> {
+        let mut v: Vec<Sid> = self
+            .config
+            .quorum
+            .participants()
+            .chain(self.last_seen.participants())
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// The notification of `vote` with the config ZooKeeper's FLE puts in it: the
+    /// current config's text with reconfig on; empty otherwise, for the codec to
+    /// write the static config (ZAB-WIRE.md §2).
+    pub fn notification(&self, vote: &Vote, state: ServerState, round: u64) -> Notification {
+        let mut n = vote.notification(state, round);
+        if self.config.reconfig_enabled {
+            n.config = bytes::Bytes::from(self.config.quorum.text());
+        }
+        n
+    }
+
+    /// Whether `sids` hold a quorum of every active config (the current one, and the
+    /// last seen one while it is newer).
+    pub fn all_quorums(&self, sids: impl IntoIterator<Item = Sid> + Clone) -> bool {
+        reconfig::active(&self.config.quorum, &self.last_seen)
+            .all(|qv| qv.contains_quorum(sids.clone()))
     }
 }
 
@@ -453,6 +565,19 @@ impl Peer {
     /// A member starting from what its storage recovered, at time `now_ms`, in
     /// LOOKING. The returned actions (the first notifications) must be executed.
     pub fn new(config: Config, recovered: Recovered, now_ms: u64) -> (Peer, Vec<Action>) {
+        // A reconfig txn in the log past the current config is the last seen config
+        // (ZooKeeper keeps it in `<cfg>.dynamic.next`; the log is where it came from,
+        // and a crash between the two cannot lose it).
+        let newer = |qv: &QuorumVerifier| qv.version() > config.quorum.version();
+        let last_seen = match config.reconfig_enabled {
+            true => recovered
+                .log
+                .iter()
+                .rev()
+                .find_map(|t| reconfig::config_of_txn(&t.data).filter(newer)),
+            false => None,
+        };
+        let last_seen = last_seen.unwrap_or_else(|| config.quorum.clone());
         let log = Log::new(
             recovered.snapshot_zxid,
             recovered.log,
@@ -460,6 +585,7 @@ impl Peer {
         );
         let durable = log.last();
         let mut ctx = Ctx {
+            last_seen,
             config,
             accepted_epoch: recovered.accepted_epoch,
             current_epoch: recovered.current_epoch,
@@ -577,16 +703,30 @@ impl Peer {
     }
 
     fn on_notification(&mut self, from: Sid, n: Notification) -> Next {
+        if self.ctx.config.reconfig_enabled && matches!(self.role, Role::Looking(_)) {
+            // A LOOKING member takes a newer config from a notification and elects
+            // again under it (FLE's WorkerReceiver: processReconfig, "restarting
+            // leader election").
+            let text = std::str::from_utf8(&n.config).ok();
+            let theirs = text.and_then(|t| wire::config::parse_quorum_config(t).ok());
+            if let Some(rqv) = theirs.filter(|q| q.version() > self.ctx.config.quorum.version()) {
+                let cur = self.ctx.config.quorum.clone();
+                self.ctx.activate_config(rqv.clone());
+                if !rqv.same_config(&cur) {
+                    return Next::Look;
+                }
+            }
+        }
         match &mut self.role {
             Role::Looking(e) => e.on_notification(&mut self.ctx, from, n),
             _ => {
                 // Not LOOKING: a LOOKING peer (or any non-voter) learns who leads from
                 // our current vote and state (ZAB-WIRE.md §2 "You must reply").
-                let voter = self.ctx.config.quorum.is_participant(from);
+                let voter = self.ctx.is_voter(from);
                 if n.state == ServerState::Looking || !voter {
                     if let Some((vote, round)) = self.ctx.decided.clone() {
                         let state = self.server_state();
-                        let n = vote.notification(state, round);
+                        let n = self.ctx.notification(&vote, state, round);
                         self.ctx.send(from, Message::Notification(n));
                     }
                 }
@@ -599,7 +739,7 @@ impl Peer {
         match &self.role {
             Role::Looking(_) => ServerState::Looking,
             Role::Leading(_) => ServerState::Leading,
-            Role::Learning(_) if self.ctx.is_participant() => ServerState::Following,
+            Role::Learning(_) if !self.ctx.is_observer() => ServerState::Following,
             Role::Learning(_) => ServerState::Observing,
         }
     }
@@ -621,13 +761,17 @@ impl Peer {
                     Next::Stay
                 }
                 Next::Lead => {
+                    // A hand-over after a reconfig goes from one role to the next
+                    // without an election (`QuorumPeer.updateServerState`).
+                    self.close_role();
                     self.ctx.emit(Action::RoleChanged(RoleChange::Leading));
                     let (leader, next) = Leader::start(&mut self.ctx);
                     self.role = Role::Leading(Box::new(leader));
                     next
                 }
                 Next::Learn(leader) => {
-                    let change = if self.ctx.is_participant() {
+                    self.close_role();
+                    let change = if !self.ctx.is_observer() {
                         RoleChange::Following { leader }
                     } else {
                         RoleChange::Observing { leader }
@@ -712,6 +856,26 @@ impl Peer {
     /// currentEpoch) while it leads or learns; `None` while it elects.
     pub fn decided_vote(&self) -> Option<&Vote> {
         self.ctx.decided.as_ref().map(|(vote, _)| vote)
+    }
+
+    /// The current config (`QuorumPeer.getQuorumVerifier`).
+    pub fn quorum_config(&self) -> &QuorumVerifier {
+        &self.ctx.config.quorum
+    }
+
+    /// The newest config seen (`getLastSeenQuorumVerifier`): newer than the current
+    /// one while a reconfig is proposed and not committed.
+    pub fn last_seen_config(&self) -> &QuorumVerifier {
+        &self.ctx.last_seen
+    }
+
+    /// The zxid the next proposal would take, if this member is an established
+    /// leader that may propose (a reconfig txn's config carries it as its version).
+    pub fn next_zxid(&self) -> Option<Zxid> {
+        match &self.role {
+            Role::Leading(l) => l.next_zxid(),
+            _ => None,
+        }
     }
 
     /// The epoch this member leads with a quorum, if it is an established leader.

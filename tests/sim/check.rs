@@ -3,6 +3,8 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use keel::zab::message::Message;
+use keel::zab::quorum::QuorumVerifier;
+use keel::zab::reconfig::config_of_txn;
 use keel::zab::{Sid, Txn, Zxid};
 
 /// Everything the checker has seen so far.
@@ -15,6 +17,8 @@ pub struct Checker {
     leaders: HashMap<u32, Sid>,
     /// Txns reported committed to the proposing client.
     pub acked: BTreeMap<Zxid, Txn>,
+    /// Each config version activated, and the config text it stands for.
+    configs: BTreeMap<Zxid, String>,
 }
 
 impl Checker {
@@ -41,6 +45,55 @@ impl Checker {
             }
         }
         Ok(())
+    }
+
+    /// `sid` activated `config`: one version is one config everywhere, and it is
+    /// the config of a reconfig txn committed at that zxid, or the initial config
+    /// made versioned by an established leader (ZOOKEEPER-1783: its NEWLEADER zxid).
+    pub fn on_config(&mut self, sid: Sid, config: &QuorumVerifier) -> Result<(), String> {
+        let v = config.version();
+        let text = config.text();
+        if let Some(seen) = self.configs.get(&v) {
+            if *seen != text {
+                return Err(format!(
+                    "member {sid} activated config version {v:#x} as {text:?} where another member activated {seen:?}"
+                ));
+            }
+        }
+        let committed = self.global.iter().find(|t| t.zxid == v);
+        if let Some(t) = committed {
+            if let Some(qv) = config_of_txn(&t.data) {
+                if qv.text() != text {
+                    return Err(format!(
+                        "member {sid} activated {text:?} at version {v:#x} where the committed reconfig says {:?}",
+                        qv.text()
+                    ));
+                }
+            }
+        } else if v & 0xffff_ffff != 0 {
+            return Err(format!(
+                "member {sid} activated config version {v:#x}, which no committed txn holds (committed up to {:#x})",
+                self.global.last().map_or(0, |t| t.zxid)
+            ));
+        }
+        self.configs.insert(v, text);
+        Ok(())
+    }
+
+    /// How many reconfig txns the committed history holds.
+    pub fn reconfigs(&self) -> u64 {
+        self.global
+            .iter()
+            .filter(|t| config_of_txn(&t.data).is_some())
+            .count() as u64
+    }
+
+    /// The config of the last reconfig committed, if any.
+    pub fn last_committed_config(&self) -> Option<QuorumVerifier> {
+        self.global
+            .iter()
+            .rev()
+            .find_map(|t| config_of_txn(&t.data))
     }
 
     /// A leader reported committing `txn` to its client.
@@ -128,22 +181,16 @@ impl ZkLearnerStream {
             _ if !self.syncing => {}
             Message::Proposal { zxid, .. } if self.uptodate => self.pending.push_back(zxid),
             Message::Proposal { zxid, .. } => self.not_committed.push_back(zxid),
-            Message::Commit { zxid } if self.uptodate => match self.pending.front() {
-                // A warning only, but one a ZooKeeper leader does not cause here.
-                None => {
-                    return Err(format!(
-                        "COMMIT {zxid:#x} after UPTODATE with no PROPOSAL pending: a ZooKeeper follower logs \"Committing {zxid:x} without seeing txn\""
-                    ))
-                }
-                Some(&z) if z == zxid => {
-                    self.pending.pop_front();
-                }
-                Some(&z) => {
-                    return Err(format!(
-                        "COMMIT {zxid:#x} after UPTODATE while txn {z:#x} is the next pending: a ZooKeeper follower exits"
-                    ))
-                }
-            },
+            Message::Commit { zxid } | Message::CommitAndActivate { zxid, .. }
+                if self.uptodate =>
+            {
+                self.commit_pending(zxid)?
+            }
+            Message::CommitAndActivate { zxid, .. } => {
+                return Err(format!(
+                    "COMMITANDACTIVATE {zxid:#x} before UPTODATE: a keel leader holds COMMITs until then"
+                ))
+            }
             Message::Commit { zxid } => match self.not_committed.front() {
                 None => {
                     return Err(format!(
@@ -182,5 +229,21 @@ impl ZkLearnerStream {
             _ => {}
         }
         Ok(())
+    }
+    /// A COMMIT after UPTODATE: it must be for the oldest pending txn.
+    fn commit_pending(&mut self, zxid: Zxid) -> Result<(), String> {
+        match self.pending.front() {
+            // A warning only, but one a ZooKeeper leader does not cause here.
+            None => Err(format!(
+                "COMMIT {zxid:#x} after UPTODATE with no PROPOSAL pending: a ZooKeeper follower logs \"Committing {zxid:x} without seeing txn\""
+            )),
+            Some(&z) if z == zxid => {
+                self.pending.pop_front();
+                Ok(())
+            }
+            Some(&z) => Err(format!(
+                "COMMIT {zxid:#x} after UPTODATE while txn {z:#x} is the next pending: a ZooKeeper follower exits"
+            )),
+        }
     }
 }

@@ -12,6 +12,8 @@ use rand::{Rng, SeedableRng};
 use keel::zab::message::{Channel, Message};
 use keel::zab::quorum::QuorumVerifier;
 use keel::zab::storage::{read_for_diff, MemStorage, ZabStorage};
+use keel::zab::wire::config::ServerLine;
+use keel::zab::wire::txn::{encode_payload, TxnHeader, ZkTxn};
 use keel::zab::{Action, Config, Input, Peer, RoleChange, Sid, Txn, Zxid};
 
 use super::check::{Checker, ZkLearnerStream};
@@ -36,6 +38,15 @@ pub struct Options {
     pub propose_every_ms: u64,
     /// The committed window each member keeps for DIFFs.
     pub commit_log_count: usize,
+    /// `reconfigEnabled`: the workload proposes reconfigs now and then
+    /// (`reconfig_every`), and members keep the config they activate across restarts.
+    pub reconfig: bool,
+    /// Members outside the initial config (sids after the observers), each started
+    /// with the initial config plus itself as a participant, as a joining ZooKeeper
+    /// server is; they learn as non-voting followers until a reconfig adds them.
+    pub spares: usize,
+    /// With `reconfig`: one proposal in this many is a reconfig (when none is pending).
+    pub reconfig_every: u64,
 }
 
 impl Options {
@@ -57,6 +68,9 @@ impl Options {
             fault_every_ms: 400,
             propose_every_ms: 40,
             commit_log_count: 30,
+            reconfig: false,
+            spares: 0,
+            reconfig_every: 40,
         }
     }
 }
@@ -76,6 +90,8 @@ pub struct Member {
     pub fsync_ms: (u64, u64),
     /// Txns this incarnation proposed as leader, not yet committed.
     proposals: BTreeMap<Zxid, Bytes>,
+    /// The config it activated last, kept across restarts (its dynamic config file).
+    pub config: QuorumVerifier,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -208,10 +224,12 @@ impl World {
     /// A fresh ensemble (empty dataDirs), every member started at time 0.
     pub fn new(seed: u64, opts: Options) -> World {
         let n = opts.participants + opts.observers;
-        let quorum = QuorumVerifier::new(
-            (1..=opts.participants as Sid).collect::<Vec<_>>(),
-            (opts.participants as Sid + 1..=n as Sid).collect::<Vec<_>>(),
-        );
+        let all = n + opts.spares;
+        let quorum = QuorumVerifier::from_servers(
+            (1..=n as Sid).map(|sid| sim_line(sid, sid > opts.participants as Sid)),
+            0,
+        )
+        .expect("participants");
         let mut w = World {
             seed,
             rng: StdRng::seed_from_u64(seed),
@@ -245,7 +263,14 @@ impl World {
             opts,
         };
         w.next_fault_ms = w.gap(w.opts.fault_every_ms);
-        for i in 0..n {
+        for i in 0..all {
+            let sid = i as Sid + 1;
+            let config = if i < n {
+                w.quorum.clone()
+            } else {
+                let lines = w.quorum.servers().cloned().chain([sim_line(sid, false)]);
+                QuorumVerifier::from_servers(lines, 0).expect("participants")
+            };
             let jitter = w.rng.gen_range(0..TICK_MS / 2);
             w.members.push(Member {
                 sid: i as Sid + 1,
@@ -257,9 +282,10 @@ impl World {
                 sync: None,
                 fsync_ms: (1, 5),
                 proposals: BTreeMap::new(),
+                config,
             });
         }
-        for sid in 1..=n as Sid {
+        for sid in 1..=all as Sid {
             w.start_member(sid);
         }
         w
@@ -290,7 +316,9 @@ impl World {
     }
 
     fn config(&self, sid: Sid) -> Config {
-        let mut c = Config::new(sid, self.quorum.clone(), TICK_MS, 10, 5);
+        let quorum = self.members[sid as usize - 1].config.clone();
+        let mut c = Config::new(sid, quorum, TICK_MS, 10, 5);
+        c.reconfig_enabled = self.opts.reconfig;
         c.max_notification_interval_ms = 1_600;
         c.commit_log_count = self.opts.commit_log_count;
         c
@@ -717,6 +745,13 @@ impl World {
                 Action::ProposeRefused => {
                     self.proposing = None;
                 }
+                Action::ConfigSeen { .. } => {}
+                Action::ConfigActivated { config } => {
+                    if let Err(e) = self.checker.on_config(sid, &config) {
+                        return self.fail(e);
+                    }
+                    self.m(sid).config = config;
+                }
                 Action::RoleChanged(rc) => {
                     let m = self.m(sid);
                     m.role = Some(rc);
@@ -751,10 +786,57 @@ impl World {
         }
     }
 
-    /// Proposes a client txn on `sid`.
+    /// Proposes a client txn on `sid`; with reconfig on, now and then a reconfig.
     pub fn propose(&mut self, sid: Sid) {
         self.proposals_made += 1;
+        if self.opts.reconfig && self.rng.gen_range(0..self.opts.reconfig_every) == 0 {
+            if let Some(new) = self.random_config(sid) {
+                return self.propose_reconfig(sid, &new);
+            }
+        }
         let data = Bytes::from(format!("s{}-c{}", self.seed, self.proposals_made));
+        self.proposing = Some(data.clone());
+        self.input(sid, Input::Propose { txn: data });
+        self.proposing = None;
+    }
+
+    /// A random new config the leader `sid` may propose, as the server's reconfig
+    /// rules allow it: none pending (RECONFIGINPROGRESS), at least two voters, and
+    /// the leader with its synced followers a quorum of it (NEWCONFIGNOQUORUM).
+    /// `None` when the draw breaks a rule.
+    fn random_config(&mut self, sid: Sid) -> Option<QuorumVerifier> {
+        let peer = self.members[sid as usize - 1].peer.as_ref()?;
+        let current = peer.quorum_config().clone();
+        if peer.last_seen_config().version() != current.version() {
+            return None;
+        }
+        let synced: Vec<Sid> = peer
+            .learners()
+            .iter()
+            .filter(|l| l.forwarding && !l.observer)
+            .map(|l| l.sid)
+            .chain([sid])
+            .collect();
+        let version = peer.next_zxid()?;
+        let lines: Vec<_> = (1..=self.members.len() as Sid)
+            .filter_map(|s| match self.rng.gen_range(0..10) {
+                0..=5 => Some(sim_line(s, false)),
+                6..=7 => Some(sim_line(s, true)),
+                _ => None,
+            })
+            .collect();
+        let new = QuorumVerifier::from_servers(lines, version).ok()?;
+        let ok = new.participants().count() >= 2 && new.contains_quorum(synced);
+        ok.then_some(new)
+    }
+
+    /// Proposes on leader `sid` the reconfig txn that installs `new`
+    /// (`new.version()` must be the leader's next zxid).
+    pub fn propose_reconfig(&mut self, sid: Sid, new: &QuorumVerifier) {
+        let data = reconfig_txn(new);
+        let now = self.now_ms;
+        let text = new.text().replace('\n', " ");
+        self.log(|| format!("{now} {sid}: propose reconfig {text}"));
         self.proposing = Some(data.clone());
         self.input(sid, Input::Propose { txn: data });
         self.proposing = None;
@@ -1040,6 +1122,36 @@ impl World {
     }
 }
 
+/// The simulation's server line for `sid` (addresses are names only here).
+pub fn sim_line(sid: Sid, observer: bool) -> ServerLine {
+    ServerLine {
+        sid,
+        host: "10.0.0.1".into(),
+        quorum_port: 2000 + sid as u16 * 10,
+        election_port: 2001 + sid as u16 * 10,
+        observer,
+        client: None,
+    }
+}
+
+/// A reconfig txn as ZooKeeper's leader preps it: TxnHeader (type 16, zxid = the
+/// config's version) and a SetDataTxn of `/zookeeper/config` holding the config text.
+pub fn reconfig_txn(config: &QuorumVerifier) -> Bytes {
+    let header = TxnHeader {
+        session_id: 0x5e55,
+        cxid: 1,
+        zxid: config.version() as i64,
+        time_ms: 0,
+        kind: 16, // OpCode.reconfig
+    };
+    let txn = ZkTxn::SetData {
+        path: "/zookeeper/config".into(),
+        data: Some(Bytes::from(config.text())),
+        version: -1,
+    };
+    encode_payload(&header, &txn, None).expect("a SetDataTxn encodes")
+}
+
 fn short_msg(m: &Message) -> String {
     match m {
         Message::Snap { zxid, .. } => format!("Snap({zxid:#x})"),
@@ -1071,6 +1183,8 @@ fn short(a: &Action) -> String {
 #[derive(Debug)]
 pub struct Outcome {
     pub acked: usize,
+    /// Reconfig txns in the committed history.
+    pub reconfigs: u64,
     pub syncs: BTreeMap<&'static str, u64>,
 }
 
@@ -1122,6 +1236,24 @@ pub fn run_seed(seed: u64, opts: Options) -> Result<Outcome, String> {
                 w.fail(e);
             }
         }
+        if w.failure.is_none() && opts.reconfig {
+            // A committed config is never lost: once healed, every member runs the
+            // last one committed.
+            if let Some(last) = w.checker.last_committed_config() {
+                let behind: Vec<(Sid, Zxid)> = w
+                    .members
+                    .iter()
+                    .filter(|m| m.config.version() != last.version())
+                    .map(|m| (m.sid, m.config.version()))
+                    .collect();
+                if !behind.is_empty() {
+                    w.fail(format!(
+                        "members not on the last committed config {:#x}: {behind:x?}",
+                        last.version()
+                    ));
+                }
+            }
+        }
     }
     if let Ok(path) = std::env::var("KEEL_SIM_TRACE") {
         if path.len() > 1 {
@@ -1131,11 +1263,14 @@ pub fn run_seed(seed: u64, opts: Options) -> Result<Outcome, String> {
     match w.failure.take() {
         None => Ok(Outcome {
             acked: w.checker.acked.len(),
+            reconfigs: w.checker.reconfigs(),
             syncs: std::mem::take(&mut w.syncs),
         }),
         Some(e) => Err(format!(
-            "seed {seed} ({} members) failed: {e}\nreplay: KEEL_SIM_SEED={seed} cargo test --release --test sim replay -- --nocapture\n{}",
+            "seed {seed} ({} members{}) failed: {e}\nreplay: KEEL_SIM_SEED={seed}{} cargo test --release --test sim replay -- --nocapture\n{}",
             opts.participants,
+            if opts.reconfig { ", reconfig" } else { "" },
+            if opts.reconfig { " KEEL_SIM_RECONFIG=1" } else { "" },
             w.trace_tail()
         )),
     }

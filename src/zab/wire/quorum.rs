@@ -254,6 +254,17 @@ pub fn to_packet(msg: &Message, side: Side) -> Result<QuorumPacket, WireError> {
         Message::Ack { zxid } => p(k::ACK, *zxid, None),
         Message::Commit { zxid } => p(k::COMMIT, *zxid, None),
         Message::Inform { zxid, txn } => p(k::INFORM, *zxid, Some(txn.clone())),
+        Message::CommitAndActivate { zxid, leader } => p(
+            k::COMMITANDACTIVATE,
+            *zxid,
+            Some(Bytes::copy_from_slice(&leader.to_be_bytes())),
+        ),
+        Message::InformAndActivate { zxid, leader, txn } => {
+            let mut b = BytesMut::with_capacity(8 + txn.len());
+            b.put_u64(*leader);
+            b.put_slice(txn);
+            p(k::INFORMANDACTIVATE, *zxid, Some(b.freeze()))
+        }
         Message::Ping { zxid, touched } => {
             let data = match side {
                 Side::Leader => None,
@@ -349,8 +360,8 @@ fn data_int(p: &QuorumPacket, name: &'static str) -> Result<i32, WireError> {
 /// neither. An int datum (LEADERINFO, ACKEPOCH) is the first 4 bytes, as
 /// ByteBuffer.getInt reads it.
 ///
-/// Errors: an unknown type; COMMITANDACTIVATE and INFORMANDACTIVATE, which have no
-/// [`Message`] yet (reconfig is a later step); data that does not fit the type (a
+/// Errors: an unknown type; data that does not fit the type (a COMMITANDACTIVATE or
+/// INFORMANDACTIVATE without its 8-byte leader sid, a
 /// REQUEST under 16 bytes, a REVALIDATE neither 12 nor 9 bytes, (LearnerInfo under 20 bytes, an int
 /// under 4, a null PROPOSAL or INFORM, a learner PING with data that is not whole
 /// session entries).
@@ -412,6 +423,25 @@ pub fn from_packet(p: &QuorumPacket) -> Result<Inbound, WireError> {
             zxid: z,
             txn: txn()?,
         },
+        k::COMMITANDACTIVATE | k::INFORMANDACTIVATE => {
+            let d = txn()?;
+            if d.len() < 8 {
+                return Err(WireError::PacketData {
+                    name,
+                    what: format!("data of {} bytes, not a long leader sid", d.len()),
+                });
+            }
+            let leader = u64::from_be_bytes(d[..8].try_into().expect("8 bytes"));
+            if p.kind == k::COMMITANDACTIVATE {
+                Message::CommitAndActivate { zxid: z, leader }
+            } else {
+                Message::InformAndActivate {
+                    zxid: z,
+                    leader,
+                    txn: d.slice(8..),
+                }
+            }
+        }
         k::PING => {
             let touched = match &p.data {
                 Some(d) => touched_sessions(d)?
@@ -642,9 +672,10 @@ mod tests {
 
     #[test]
     fn packets_without_a_message_are_typed_errors() {
+        // COMMITANDACTIVATE and INFORMANDACTIVATE need their 8-byte leader sid.
         for t in [9, 19] {
-            let p = QuorumPacket::new(t, 0, None);
-            assert!(matches!(from_packet(&p), Err(WireError::NoMessage { kind, .. }) if kind == t));
+            let p = QuorumPacket::new(t, 0, Some(Bytes::from_static(&[0; 7])));
+            assert!(matches!(from_packet(&p), Err(WireError::PacketData { .. })));
         }
         for t in [0, 20, -1, i32::MAX] {
             let p = QuorumPacket::new(t, 0, None);
@@ -722,6 +753,10 @@ mod tests {
             any::<u64>().prop_map(|zxid| Message::Ack { zxid }),
             any::<u64>().prop_map(|zxid| Message::Commit { zxid }),
             (any::<u64>(), bytes()).prop_map(|(zxid, txn)| Message::Inform { zxid, txn }),
+            (any::<u64>(), any::<u64>())
+                .prop_map(|(zxid, leader)| Message::CommitAndActivate { zxid, leader }),
+            (any::<u64>(), any::<u64>(), bytes())
+                .prop_map(|(zxid, leader, txn)| Message::InformAndActivate { zxid, leader, txn }),
             any::<u64>().prop_map(|zxid| Message::Ping {
                 zxid,
                 touched: Vec::new()
