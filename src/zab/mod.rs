@@ -394,9 +394,17 @@ impl Ctx {
     }
 
     /// Whether this member learns as an observer (OBSERVERINFO). A member outside the
-    /// current config learns as a non-voting follower (`QuorumPeer.updateLearnerType`).
+    /// current config learns as a non-voting follower (`QuorumPeer.updateLearnerType`),
+    /// and so does an observer that votes in the newer config it has seen: it must
+    /// hold and acknowledge the whole history for that config's quorums (an observer
+    /// is synced to the commit point and gets no PROPOSALs). ZooKeeper keeps it an
+    /// observer and counts its NEWLEADER ACK for the newer config; the simulation
+    /// found a keel leader then waiting for good for a NEWLEADER quorum of a last seen
+    /// config whose voters were observers (reconfig seed 25).
     pub fn is_observer(&self) -> bool {
-        self.config.quorum.is_observer(self.config.my_sid)
+        let me = self.config.my_sid;
+        let newer = self.last_seen.version() > self.config.quorum.version();
+        self.config.quorum.is_observer(me) && !(newer && self.last_seen.is_participant(me))
     }
 
     /// Takes `qv` as the last seen config when reconfig is on and it is newer
@@ -427,21 +435,20 @@ impl Ctx {
 
     /// Makes `qv` the current config when reconfig is on and it is newer
     /// (`QuorumPeer.processReconfig`'s `setQuorumVerifier`). Returns whether this
-    /// member's kind changed (participant, observer, or outside the config:
-    /// `updateLearnerType`).
+    /// member's kind changed: whether it learns as an observer (`updateLearnerType`).
     pub fn activate_config(&mut self, qv: QuorumVerifier) -> bool {
         if !self.config.reconfig_enabled || qv.version() <= self.config.quorum.version() {
             return false;
         }
-        let me = self.config.my_sid;
-        let kind = |q: &QuorumVerifier| (q.is_participant(me), q.is_observer(me));
-        let changed = kind(&self.config.quorum) != kind(&qv);
+        // A voter and a non-voting follower are both PARTICIPANTs to ZooKeeper: only
+        // learning as an observer or not is a change of kind.
+        let was_observer = self.is_observer();
         if qv.version() > self.last_seen.version() {
             self.last_seen = qv.clone();
         }
         self.config.quorum = qv.clone();
         self.emit(Action::ConfigActivated { config: qv });
-        changed
+        was_observer != self.is_observer()
     }
 
     /// Whether `sid` votes in the current config or the last seen one
