@@ -138,13 +138,16 @@ fn reconfig_options(seed: u64) -> Options {
 /// still pending (an established leader now sends its current config);
 /// 14: a restarted leader forgot the pending config it had only seen (the last seen
 /// config is now read back from the log); 99: txns proposed under both configs
-/// stalled when the old config's voters became observers (one quorum after the
-/// reconfig commits); 24: members kept a lost reconfig as their last seen config and
-/// never joined the leader (joining asks the current config's quorum; NEWLEADER's
-/// config replaces the last seen one); 173, 272: reconfigs committed by a plain
-/// COMMIT or in a sync were never activated; 25: a NEWLEADER quorum of a last seen
-/// config whose voters were observers could never form.
-const REGRESSION_RECONFIG_SEEDS: &[u64] = &[1, 2, 14, 17, 24, 25, 99, 173, 272];
+/// stalled when the old config's voters became observers (acks are kept across
+/// reconnects, and the leader steps down after syncLimit); 24: members kept a lost
+/// reconfig as their last seen config and never joined the leader (joining asks the
+/// current config's quorum; NEWLEADER's config replaces the last seen one); 173,
+/// 272: reconfigs committed by a plain COMMIT or in a sync were never activated;
+/// 25: a NEWLEADER quorum of a last seen config whose voters were observers could
+/// never form; 527: NEWLEADER's current config made a learner forget the pending
+/// reconfig it had just been sent; it then led on the old config's quorum and lost
+/// txns the new config's quorum had committed (a safety failure).
+const REGRESSION_RECONFIG_SEEDS: &[u64] = &[1, 2, 14, 17, 24, 25, 99, 173, 272, 527];
 
 /// Dynamic reconfiguration under crashes, partitions and leader changes (issue 18 c):
 /// the usual invariants (committed txns agree at every zxid, across configs), plus

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 
 use super::message::Message;
+use super::quorum::QuorumVerifier;
 use super::reconfig::{config_of_txn, designated_leader, quorum_point};
 use super::{counter_of, epoch_of, zxid, Action, Ctx, Input, Next, RoleChange, Sid, Txn, Zxid};
 
@@ -107,6 +108,18 @@ pub struct Leader {
     /// learns from `handover` instead of electing (`updateServerState`).
     allowed_to_commit: bool,
     handover: Option<Sid>,
+    /// After a reconfig committed while later txns were outstanding: the config they
+    /// were proposed under and the last of them. They need its quorum too, as each
+    /// ZooKeeper Proposal keeps the verifiers it was proposed with: committing them on
+    /// the new config's quorum alone lost a committed txn (reconfig seed 527: a
+    /// leader elected by an old quorum that lacked it truncated it away).
+    prior: Option<(QuorumVerifier, Zxid)>,
+    /// Each learner's highest acknowledged zxid of this epoch, kept across its
+    /// reconnections (ZooKeeper keeps a Proposal's acks): an old voter that comes back
+    /// as an observer acks nothing more, but what it acked stays durable.
+    acked_ever: BTreeMap<Sid, Zxid>,
+    /// Since when `prior`'s txns wait for the old config's quorum, ms.
+    prior_waiting_since_ms: Option<u64>,
     /// The last reconfig committed in this epoch and the leader it designated: a
     /// learner whose COMMITs were held past it gets COMMITANDACTIVATE for it too.
     activated: Option<(Zxid, Sid)>,
@@ -128,6 +141,9 @@ impl Leader {
             allowed_to_commit: true,
             handover: None,
             activated: None,
+            prior: None,
+            acked_ever: BTreeMap::new(),
+            prior_waiting_since_ms: None,
         };
         let next = l.advance(ctx);
         (l, next)
@@ -244,6 +260,15 @@ impl Leader {
                         },
                     );
                 }
+            }
+        }
+        if let Some(since) = self.prior_waiting_since_ms {
+            // The old config's voters may never ack the txns they still owe (those that
+            // became observers ack nothing more; ZooKeeper's leader then waits for
+            // good): after syncLimit without a commit, elect again. The next leader
+            // establishes every txn it holds with a NEWLEADER quorum of its configs.
+            if self.prior.is_some() && now.saturating_sub(since) > sync {
+                return self.step_down();
             }
         }
         if self.phase == Phase::Established && now >= self.next_quorum_check_ms {
@@ -389,6 +414,8 @@ impl Leader {
                     (Stage::Synced, Message::Ack { zxid: z }) => {
                         if epoch_of(z) == self.epoch && counter_of(z) != 0 {
                             h.acked = h.acked.max(z.min(h.queued_upto));
+                            let ever = self.acked_ever.entry(from).or_default();
+                            *ever = (*ever).max(h.acked);
                         }
                         self.advance(ctx)
                     }
@@ -820,21 +847,24 @@ impl Leader {
             let designated = reconfig
                 .map(|r| designated_leader(ctx.me(), &ctx.config.quorum, &ctx.last_seen, r, &acks));
             self.commit_upto(ctx, upto, designated.map(|d| d.unwrap_or(ctx.me())));
+            if self.prior.as_ref().is_some_and(|(_, last)| upto >= *last) {
+                self.prior = None;
+            }
+            self.prior_waiting_since_ms = self.prior.as_ref().map(|_| ctx.now_ms);
             let Some(designated) = designated else {
                 continue;
             };
             self.activated = Some((upto, designated.unwrap_or(ctx.me())));
-            // The reconfig is committed: its config becomes the current one, and the
-            // txns after it need its quorum only. ZooKeeper keeps requiring the old
-            // config's quorum for those proposed before the commit; the simulation
-            // found that this stalls for good when the old voters that would ack them
-            // become observers in the new config (they ack nothing more). One quorum
-            // is enough: any later leader holds this reconfig (an old quorum that
-            // elects it meets the old quorum that acked it, and votes go to the highest
-            // zxid), so it is elected and establishes under the new config, whose
-            // quorums meet the one that acked each of these txns.
+            // The reconfig is committed: its config becomes the current one. The txns
+            // proposed after it, under both configs, still need the old one's quorum.
+            let old = ctx.config.quorum.clone();
             let new = ctx.last_seen.clone();
             self.pending_reconfig = None;
+            let last = ctx.log.last();
+            if last > upto {
+                self.prior = Some((old, last));
+                self.prior_waiting_since_ms = Some(ctx.now_ms);
+            }
             ctx.activate_config(new);
             if designated != Some(ctx.me()) {
                 // Another member leads the new config: commit nothing more; step
@@ -872,6 +902,17 @@ impl Leader {
             if ctx.last_seen.version() > current.version() {
                 let both = target.min(quorum_point(&ctx.last_seen, acks));
                 target = if both >= r { r } else { target.min(r - 1) };
+            }
+        }
+        if let Some((old, last)) = &self.prior {
+            let ever: Vec<(Sid, Zxid)> = acks
+                .iter()
+                .map(|&(s, z)| (s, z.max(self.acked_ever.get(&s).copied().unwrap_or(0))))
+                .chain(self.acked_ever.iter().map(|(&s, &z)| (s, z)))
+                .collect();
+            let old_point = quorum_point(old, &ever);
+            if old_point < *last {
+                target = target.min(old_point);
             }
         }
         let target = target.min(ctx.log.last());

@@ -420,17 +420,33 @@ impl Ctx {
     /// (ZooKeeper's `setLastSeenQuorumVerifier` logs a stale one and takes it): a
     /// newer config this member saw from a PROPOSAL the sync truncated is gone.
     pub fn adopt_last_seen(&mut self, qv: QuorumVerifier) {
-        if !self.config.reconfig_enabled || qv.version() == self.last_seen.version() {
+        if !self.config.reconfig_enabled {
             return;
         }
-        self.last_seen = if qv.version() < self.config.quorum.version() {
-            self.config.quorum.clone()
-        } else {
-            qv
-        };
-        self.emit(Action::ConfigSeen {
-            config: self.last_seen.clone(),
-        });
+        // But never below a reconfig txn this member still holds past its current
+        // config (one seen in this very sync: an established leader's NEWLEADER
+        // carries its current config while a reconfig is pending). Forgetting it let
+        // a member lead and establish on the old config's quorum alone and lose txns
+        // a quorum of the new one had committed (reconfig seed 527).
+        let current = self.config.quorum.version();
+        let held = self
+            .log
+            .after(current)
+            .filter_map(|t| reconfig::config_of_txn(&t.data))
+            .filter(|q| q.version() > current)
+            .last();
+        let next = [Some(qv), held]
+            .into_iter()
+            .flatten()
+            .filter(|q| q.version() >= current)
+            .max_by_key(|q| q.version())
+            .unwrap_or_else(|| self.config.quorum.clone());
+        if next.version() != self.last_seen.version() {
+            self.last_seen = next;
+            self.emit(Action::ConfigSeen {
+                config: self.last_seen.clone(),
+            });
+        }
     }
 
     /// Makes `qv` the current config when reconfig is on and it is newer
