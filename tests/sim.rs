@@ -146,8 +146,18 @@ fn reconfig_options(seed: u64) -> Options {
 /// 25: a NEWLEADER quorum of a last seen config whose voters were observers could
 /// never form; 527: NEWLEADER's current config made a learner forget the pending
 /// reconfig it had just been sent; it then led on the old config's quorum and lost
-/// txns the new config's quorum had committed (a safety failure).
-const REGRESSION_RECONFIG_SEEDS: &[u64] = &[1, 2, 14, 17, 24, 25, 99, 173, 272, 527];
+/// txns the new config's quorum had committed (a safety failure); 302: a member of the
+/// next config only did not count its own vote; 987: such a member in a newer round
+/// with no vote of its own was ignored for good; 999: a leader that handed over kept
+/// answering with its own stale vote; 1343: observers turned participants never saw
+/// the pending reconfig (NEWLEADER carries the last seen config again, activated only
+/// once committed, and such an observer comes back as a follower); 622, 3673: an
+/// observer synced past the commit point never learned that its last txns committed
+/// (observers are synced to the commit point); 803: a syncing member checked before it
+/// activated the committed config (the check waits for configs to converge too).
+const REGRESSION_RECONFIG_SEEDS: &[u64] = &[
+    1, 2, 14, 17, 24, 25, 99, 173, 272, 302, 527, 622, 803, 987, 999, 1343, 3673,
+];
 
 /// Dynamic reconfiguration under crashes, partitions and leader changes (issue 18 c):
 /// the usual invariants (committed txns agree at every zxid, across configs), plus

@@ -108,10 +108,13 @@ impl Election {
         for to in voters {
             ctx.send(to, Message::Notification(n.clone()));
         }
-        if ctx.is_participant() {
+        if ctx.is_voter(me) {
             // A member's own notification loops back to itself in ZooKeeper; recording
             // it here is the same, and like any arrival it may complete a quorum (an
-            // ensemble of one decides on its own vote).
+            // ensemble of one decides on its own vote). ZooKeeper sends to the voters
+            // of the current and the next config, itself included when it votes only
+            // in the next one: its vote must count for that config's quorum (reconfig
+            // seed 302 waited for good without it).
             let mine = Received {
                 vote: self.vote.clone(),
                 round: self.round,
@@ -157,6 +160,19 @@ impl Election {
             self.reply(ctx, from);
         }
         if !ctx.is_voter(n.leader) {
+            // A voter with no vote of its own yet (a member of the next config only)
+            // in a newer round: join that round anyway, else it and we wait for good
+            // in different rounds (reconfig seed 987). ZooKeeper ignores such a
+            // notification whole.
+            if n.state == ServerState::Looking
+                && n.election_epoch > self.round
+                && self.finalize_at_ms.is_none()
+            {
+                self.round = n.election_epoch;
+                self.recv.clear();
+                self.vote = initial_vote(ctx);
+                self.broadcast(ctx);
+            }
             return Next::Stay;
         }
         let vote = Vote {

@@ -84,6 +84,19 @@ impl Handler {
     }
 }
 
+/// Txns outstanding when a reconfig committed: they were proposed under the old
+/// config too and need its quorum as well (each ZooKeeper Proposal keeps the
+/// verifiers it was proposed with).
+#[derive(Debug)]
+struct Prior {
+    /// The config before the reconfig.
+    config: QuorumVerifier,
+    /// The last txn proposed under it.
+    last: Zxid,
+    /// Since when they wait for its quorum (reset on each commit), ms.
+    waiting_since_ms: u64,
+}
+
 /// A leader from its election until it steps down.
 #[derive(Debug)]
 pub struct Leader {
@@ -113,13 +126,11 @@ pub struct Leader {
     /// ZooKeeper Proposal keeps the verifiers it was proposed with: committing them on
     /// the new config's quorum alone lost a committed txn (reconfig seed 527: a
     /// leader elected by an old quorum that lacked it truncated it away).
-    prior: Option<(QuorumVerifier, Zxid)>,
+    prior: Option<Prior>,
     /// Each learner's highest acknowledged zxid of this epoch, kept across its
     /// reconnections (ZooKeeper keeps a Proposal's acks): an old voter that comes back
     /// as an observer acks nothing more, but what it acked stays durable.
     acked_ever: BTreeMap<Sid, Zxid>,
-    /// Since when `prior`'s txns wait for the old config's quorum, ms.
-    prior_waiting_since_ms: Option<u64>,
     /// The last reconfig committed in this epoch and the leader it designated: a
     /// learner whose COMMITs were held past it gets COMMITANDACTIVATE for it too.
     activated: Option<(Zxid, Sid)>,
@@ -143,7 +154,6 @@ impl Leader {
             activated: None,
             prior: None,
             acked_ever: BTreeMap::new(),
-            prior_waiting_since_ms: None,
         };
         let next = l.advance(ctx);
         (l, next)
@@ -262,12 +272,12 @@ impl Leader {
                 }
             }
         }
-        if let Some(since) = self.prior_waiting_since_ms {
+        if let Some(prior) = &self.prior {
             // The old config's voters may never ack the txns they still owe (those that
             // became observers ack nothing more; ZooKeeper's leader then waits for
             // good): after syncLimit without a commit, elect again. The next leader
             // establishes every txn it holds with a NEWLEADER quorum of its configs.
-            if self.prior.is_some() && now.saturating_sub(since) > sync {
+            if now.saturating_sub(prior.waiting_since_ms) > sync {
                 return self.step_down();
             }
         }
@@ -414,8 +424,10 @@ impl Leader {
                     (Stage::Synced, Message::Ack { zxid: z }) => {
                         if epoch_of(z) == self.epoch && counter_of(z) != 0 {
                             h.acked = h.acked.max(z.min(h.queued_upto));
-                            let ever = self.acked_ever.entry(from).or_default();
-                            *ever = (*ever).max(h.acked);
+                            if ctx.config.reconfig_enabled {
+                                let ever = self.acked_ever.entry(from).or_default();
+                                *ever = (*ever).max(h.acked);
+                            }
                         }
                         self.advance(ctx)
                     }
@@ -619,8 +631,19 @@ impl Leader {
     /// window (a TRUNC in the window's terms) gets a SNAP.
     fn sync_learner(&mut self, ctx: &mut Ctx, sid: Sid, peer: Zxid) {
         let log = &ctx.log;
-        let last = log.last();
         let committed = log.committed();
+        // An observer is synced to the commit point (ZooKeeper syncs from its
+        // committed log): one holding a PROPOSAL it got as a follower before a
+        // reconfig made it an observer is TRUNCated, else nothing would ever tell it
+        // that txn committed (reconfig seed 622); it comes back as INFORM.
+        let observer = self.handlers.get(&sid).is_some_and(|h| h.observer);
+        let last = if observer { committed } else { log.last() };
+        if observer && peer > committed {
+            // What it acknowledged past the commit point is truncated away.
+            if let Some(ever) = self.acked_ever.get_mut(&sid) {
+                *ever = (*ever).min(committed);
+            }
+        }
         let new_epoch_zxid = counter_of(peer) == 0;
         let (first, from) = if peer == last {
             (Message::Diff { zxid: last }, peer)
@@ -759,21 +782,15 @@ impl Leader {
         h.stage = Stage::Syncing {
             newleader_upto: h.queued_upto,
         };
-        // Establishing the epoch: the last seen config (Leader.getQuorumVerifierBytes),
-        // which the NEWLEADER quorum activates. Once established: the current config,
-        // where ZooKeeper sends the last seen one too, which a learner syncing while a
-        // reconfig is pending activates at UPTODATE before the reconfig commits (the
-        // simulation found members on a config no quorum committed); the reconfig's
-        // PROPOSAL in the sync shows it the pending config. With reconfig off the codec
-        // writes the static config.
+        // The last seen config (Leader.getQuorumVerifierBytes): establishing, the
+        // NEWLEADER quorum commits it; once established with a reconfig pending, it
+        // shows a syncing observer that it votes in that config (ZooKeeper gives an
+        // observer no outstanding PROPOSALs; reconfig seed 1343 waited for good for
+        // the ACKs of observers turned participants). The learner activates it at
+        // UPTODATE only once committed. With reconfig off the codec writes the
+        // static config.
         let config = if ctx.config.reconfig_enabled {
-            let established = self.phase == Phase::Established;
-            let qv = if established {
-                &ctx.config.quorum
-            } else {
-                &ctx.last_seen
-            };
-            Bytes::from(qv.text())
+            Bytes::from(ctx.last_seen.text())
         } else {
             Bytes::new()
         };
@@ -847,10 +864,11 @@ impl Leader {
             let designated = reconfig
                 .map(|r| designated_leader(ctx.me(), &ctx.config.quorum, &ctx.last_seen, r, &acks));
             self.commit_upto(ctx, upto, designated.map(|d| d.unwrap_or(ctx.me())));
-            if self.prior.as_ref().is_some_and(|(_, last)| upto >= *last) {
-                self.prior = None;
+            match &mut self.prior {
+                Some(p) if upto >= p.last => self.prior = None,
+                Some(p) => p.waiting_since_ms = ctx.now_ms,
+                None => {}
             }
-            self.prior_waiting_since_ms = self.prior.as_ref().map(|_| ctx.now_ms);
             let Some(designated) = designated else {
                 continue;
             };
@@ -862,8 +880,11 @@ impl Leader {
             self.pending_reconfig = None;
             let last = ctx.log.last();
             if last > upto {
-                self.prior = Some((old, last));
-                self.prior_waiting_since_ms = Some(ctx.now_ms);
+                self.prior = Some(Prior {
+                    config: old,
+                    last,
+                    waiting_since_ms: ctx.now_ms,
+                });
             }
             ctx.activate_config(new);
             if designated != Some(ctx.me()) {
@@ -872,6 +893,14 @@ impl Leader {
                 // check), as ZooKeeper's leader does.
                 self.allowed_to_commit = false;
                 self.handover = designated;
+                // Our vote names the designated leader from now on
+                // (`processReconfig` -> `updateVote`): LOOKING members we answer
+                // must not be sent to us (reconfig seed 999: a looking member
+                // waited for good for a leader this stale vote named).
+                if let (Some(d), Some((vote, _))) = (designated, ctx.decided.as_mut()) {
+                    vote.leader = d;
+                    vote.zxid = upto;
+                }
             }
         }
     }
@@ -904,7 +933,10 @@ impl Leader {
                 target = if both >= r { r } else { target.min(r - 1) };
             }
         }
-        if let Some((old, last)) = &self.prior {
+        if let Some(Prior {
+            config: old, last, ..
+        }) = &self.prior
+        {
             let ever: Vec<(Sid, Zxid)> = acks
                 .iter()
                 .map(|&(s, z)| (s, z.max(self.acked_ever.get(&s).copied().unwrap_or(0))))

@@ -4,7 +4,7 @@
 
 use super::message::Message;
 use super::quorum::QuorumVerifier;
-use super::reconfig::config_of_txn;
+use super::reconfig::{config_of_txn, same_quorum_address};
 use super::wire::config::parse_quorum_config;
 use super::{epoch_of, zxid, Action, Ctx, Input, Next, RoleChange, Sid, Txn, Zxid};
 
@@ -266,7 +266,7 @@ impl Learner {
                     .next()
                     .filter(|t| t.zxid == z);
                 let qv = qv.and_then(|t| config_of_txn(&t.data));
-                self.activate(ctx, qv, leader)
+                self.activate(ctx, qv, Some(leader))
             }
             (
                 Phase::AwaitUpToDate | Phase::Broadcast,
@@ -285,7 +285,7 @@ impl Learner {
                 if self.commit_only(ctx, z) == Next::Look {
                     return Next::Look;
                 }
-                self.activate(ctx, qv, leader)
+                self.activate(ctx, qv, Some(leader))
             }
             (
                 Phase::Syncing | Phase::AwaitDurable | Phase::AwaitUpToDate | Phase::Broadcast,
@@ -325,17 +325,32 @@ impl Learner {
                         return Next::Look;
                     }
                 }
+                // NEWLEADER's config activates once committed (ZooKeeper activates it
+                // here whether committed or not: the simulation found members on a
+                // config no quorum committed); a pending one stays last seen until
+                // its COMMITANDACTIVATE.
                 let synced = self.synced_config.take();
-                let newest = [self.newleader_config.take(), synced]
+                let committed = ctx.log.committed();
+                let newleader = self
+                    .newleader_config
+                    .take()
+                    .filter(|q| q.version() <= committed);
+                let newest = [newleader, synced]
                     .into_iter()
                     .flatten()
                     .max_by_key(|q| q.version());
                 if let Some(qv) = newest {
                     if qv.version() > ctx.config.quorum.version()
-                        && self.activate_undesignated(ctx, qv) == Next::Look
+                        && self.activate(ctx, Some(qv), None) == Next::Look
                     {
                         return Next::Look;
                     }
+                }
+                if self.observer && !ctx.is_observer() {
+                    // Registered as an observer, but it votes in the pending config
+                    // it now holds: again as a follower, to get and ACK the
+                    // outstanding PROPOSALs that config's quorum needs.
+                    return Next::Learn(self.leader);
                 }
                 ctx.send(
                     self.leader,
@@ -378,20 +393,36 @@ impl Learner {
         }
     }
 
-    /// After the COMMIT of reconfig `qv` (COMMITANDACTIVATE / INFORMANDACTIVATE naming
-    /// `leader`): the config becomes current; when the designated leader is another
-    /// one, or this member's kind changed, it goes straight to its new role with no
-    /// election (`processReconfig` -> "changes proposed in reconfig" ->
-    /// `updateServerState`).
-    fn activate(&mut self, ctx: &mut Ctx, qv: Option<QuorumVerifier>, leader: Sid) -> Next {
+    /// Activates reconfig `qv` once committed (`QuorumPeer.processReconfig`). With a
+    /// designated leader (COMMITANDACTIVATE / INFORMANDACTIVATE): when it is another
+    /// one, or this member's kind changed, straight to the new role with no election
+    /// ("changes proposed in reconfig" -> `updateServerState`). With none (NEWLEADER's
+    /// config at UPTODATE, a reconfig committed by a plain COMMIT): a change of kind,
+    /// or a leader that is no longer a voter at the same quorum address, means a new
+    /// election (reconfigFlag cleared). `qv` is None when the committed zxid is no
+    /// reconfig txn we hold: the leader and we disagree.
+    fn activate(
+        &mut self,
+        ctx: &mut Ctx,
+        qv: Option<QuorumVerifier>,
+        designated: Option<Sid>,
+    ) -> Next {
         let Some(qv) = qv else {
-            // Not a reconfig txn we hold: the leader and we disagree.
             return Next::Look;
         };
         if !ctx.config.reconfig_enabled {
             return Next::Stay;
         }
+        let before = ctx.config.quorum.clone();
         let kind_changed = ctx.activate_config(qv);
+        let Some(leader) = designated else {
+            let now = &ctx.config.quorum;
+            let moved = !same_quorum_address(self.leader, &before, now);
+            return match kind_changed || moved || !now.is_participant(self.leader) {
+                true => Next::Look,
+                false => Next::Stay,
+            };
+        };
         if !kind_changed && leader == self.leader {
             return Next::Stay;
         }
@@ -433,28 +464,9 @@ impl Learner {
                 Next::Stay
             }
             Some(qv) if qv.version() > ctx.config.quorum.version() => {
-                self.activate_undesignated(ctx, qv)
+                self.activate(ctx, Some(qv), None)
             }
             _ => Next::Stay,
-        }
-    }
-
-    /// Activates `qv` with no designated leader (NEWLEADER's config at UPTODATE, a
-    /// reconfig committed by a plain COMMIT): a change of kind, or a leader that is no
-    /// longer a voter at the same address, means a new election (`processReconfig`
-    /// with no suggested leader clears reconfigFlag).
-    fn activate_undesignated(&mut self, ctx: &mut Ctx, qv: QuorumVerifier) -> Next {
-        let before = ctx.config.quorum.clone();
-        let kind_changed = ctx.activate_config(qv);
-        let now = &ctx.config.quorum;
-        let same_address = match (before.server(self.leader), now.server(self.leader)) {
-            (Some(a), Some(b)) => a.host == b.host && a.quorum_port == b.quorum_port,
-            _ => true,
-        };
-        if kind_changed || !same_address || !now.is_participant(self.leader) {
-            Next::Look
-        } else {
-            Next::Stay
         }
     }
 

@@ -71,17 +71,23 @@ pub fn designated_leader(
     reconfig: Zxid,
     acks: &[(Sid, Zxid)],
 ) -> Option<Sid> {
-    let same_address = match (old.server(me), new.server(me)) {
-        (Some(a), Some(b)) => a.host == b.host && a.quorum_port == b.quorum_port,
-        _ => true,
-    };
-    if new.is_participant(me) && same_address {
+    if new.is_participant(me) && same_quorum_address(me, old, new) {
         return Some(me);
     }
     acks.iter()
         .filter(|&&(s, z)| s != me && new.is_participant(s) && z >= reconfig)
         .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
         .map(|&(s, _)| s)
+}
+
+/// Whether `sid` keeps its quorum address (host and quorum port) from `old` to `new`;
+/// true when either config lacks it (`QuorumPeer.processReconfig` compares the
+/// leader's quorum address to decide whether a learner must reconnect).
+pub fn same_quorum_address(sid: Sid, old: &QuorumVerifier, new: &QuorumVerifier) -> bool {
+    match (old.server(sid), new.server(sid)) {
+        (Some(a), Some(b)) => a.host == b.host && a.quorum_port == b.quorum_port,
+        _ => true,
+    }
 }
 
 #[cfg(test)]

@@ -1212,17 +1212,29 @@ pub fn run_seed(seed: u64, opts: Options) -> Result<Outcome, String> {
         if w.failure.is_none() {
             // Writes stop; every member, observers included, must reach the same state.
             w.workload = false;
+            // With reconfig, also every member on the last committed config: a member
+            // syncing may hold the reconfig's commit and activate it only at UPTODATE.
             let same = w.run_until_cond(opts.heal_ms, |w| {
                 let mut lasts = w.members.iter().map(|m| m.applied.last().map(|t| t.zxid));
                 let first = lasts.next().flatten();
-                first.is_some() && lasts.all(|l| l == first)
+                let configs = !opts.reconfig
+                    || w.checker.last_committed_config().is_none_or(|last| {
+                        w.members
+                            .iter()
+                            .all(|m| m.config.version() == last.version())
+                    });
+                first.is_some() && lasts.all(|l| l == first) && configs
             });
             if w.failure.is_none() && !same {
                 w.fail(format!(
-                    "members did not converge after healing: applied {:?}, roles {:?}",
+                    "members did not converge after healing: applied {:x?}, configs {:x?}, roles {:?}",
                     w.members
                         .iter()
                         .map(|m| m.applied.last().map(|t| t.zxid))
+                        .collect::<Vec<_>>(),
+                    w.members
+                        .iter()
+                        .map(|m| m.config.version())
                         .collect::<Vec<_>>(),
                     w.members
                         .iter()
