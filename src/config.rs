@@ -606,6 +606,14 @@ pub struct Config {
     pub force_sync: bool,
     /// `dynamicConfigFile`: file holding the `server.N` lines; read by [`Config::load`].
     pub dynamic_config_file: Option<PathBuf>,
+    /// The config version of the `server.N` lines: the hex suffix after the last `.`
+    /// of the dynamic config file's name (`zoo.cfg.dynamic.100000003`), 0 without one
+    /// or for lines in zoo.cfg itself (`QuorumPeerConfig.getVersionFromFilename`).
+    pub config_version: u64,
+    /// The zoo.cfg this config was read from ([`Config::load`]); the dynamic config
+    /// files a reconfig writes are named after it (`<path>.dynamic.<hex version>`,
+    /// `<path>.dynamic.next`, as ZooKeeper's `QuorumPeer` names them).
+    pub config_file: Option<PathBuf>,
     /// Keys keel does not act on, with their 1-based line: ZooKeeper settings keel has no
     /// use for (`ssl.*`, `serverCnxnFactory`, ...) and keys nobody knows (typos). The
     /// caller logs them; they are never fatal.
@@ -670,6 +678,8 @@ impl Default for Config {
             unknown_keys: Vec::new(),
             entries: Vec::new(),
             initial_config: String::new(),
+            config_version: 0,
+            config_file: None,
         }
     }
 }
@@ -827,6 +837,7 @@ impl Config {
         let text = read_file(path)?;
         let mut config = Config::parse(&text).map_err(in_file)?;
         config.initial_config = text;
+        config.config_file = Some(path.to_path_buf());
         if let Some(dynamic) = config.dynamic_config_file.clone() {
             config.read_dynamic_config(&dynamic)?;
         }
@@ -909,7 +920,7 @@ impl Config {
     /// one `server.N=host:quorumPort:electionPort:participant|observer` line per server,
     /// with `;clientAddress:clientPort` when the line gave a client part
     /// (`QuorumServer.toString`; IPv6 hosts in brackets), each ended by `\n`, then
-    /// `version=0` (the hex version of a static configuration) with no newline.
+    /// `version=` and the hex [`Config::config_version`] (0 for a static configuration), no newline.
     ///
     /// The servers come in the iteration order of ZooKeeper's `HashMap<Long, _>` of
     /// members: by bucket of the id's hash in a table of the size that many entries
@@ -953,7 +964,7 @@ impl Config {
             }
             out.push('\n');
         }
-        out.push_str("version=0");
+        out.push_str(&format!("version={:x}", self.config_version));
         out
     }
 
@@ -1348,15 +1359,30 @@ impl Config {
                 return Err(in_file(ConfigError::invalid(format!(
                     "line {line}: hierarchical quorums (group.N / weight.N) are not supported by keel"
                 ))));
-            } else if key != "version" {
+            } else if key == "version" {
+                return Err(in_file(ConfigError::invalid(format!(
+                    "line {line}: a dynamic config file has no version inside (it is the \
+                     file name's hex suffix)"
+                ))));
+            } else {
                 return Err(in_file(ConfigError::invalid(format!(
                     "line {line}: unrecognised parameter {key} in a dynamic config file"
                 ))));
             }
         }
+        self.config_version = version_of_file_name(path);
         self.servers.sort_by_key(|s| s.id);
         self.check_servers(&pending).map_err(in_file)
     }
+}
+
+/// The config version a dynamic config file's name gives: the hex after its last `.`,
+/// 0 when that is no hex number (`QuorumPeerConfig.getVersionFromFilename`).
+fn version_of_file_name(path: &Path) -> u64 {
+    let name = path.to_string_lossy();
+    name.rsplit_once('.')
+        .and_then(|(_, hex)| u64::from_str_radix(hex, 16).ok())
+        .unwrap_or(0)
 }
 
 fn read_file(path: &Path) -> Result<String, ConfigError> {
@@ -2271,6 +2297,17 @@ mod tests {
         assert_eq!(c.servers.len(), 3);
         assert_eq!(c.client_port, Some(2183));
         assert_eq!(c.dynamic_config_file.as_deref(), Some(dynamic.as_path()));
+        // The version is the file name's hex suffix; the membership text ends with it.
+        assert_eq!(c.config_version, 0x1_0000_0000);
+        assert!(
+            c.membership().ends_with("\nversion=100000000"),
+            "{}",
+            c.membership()
+        );
+        assert_eq!(c.config_file.as_deref(), Some(cfg.as_path()));
+        fs::write(&dynamic, "server.1=a:1:2\nserver.2=b:1:2\nversion=1\n").unwrap();
+        let e = Config::load(&cfg).unwrap_err().to_string();
+        assert!(e.contains("no version inside"), "{e}");
         fs::write(&dynamic, "server.1=a:1:2\nserver.2=b:1:2\ntickTime=5\n").unwrap();
         let e = Config::load(&cfg).unwrap_err().to_string();
         assert!(e.contains("unrecognised parameter tickTime"), "{e}");

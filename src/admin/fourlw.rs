@@ -2260,6 +2260,7 @@ zk_p999_write_commitproc_time_ms	0
                 snap_count: 0,
                 last_election: None,
                 looking_since_ms: None,
+                config_text: String::new(),
             }),
             ..ServerSnapshot::default()
         }

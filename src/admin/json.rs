@@ -832,6 +832,7 @@ mod tests {
             snap_count: 0,
             last_election: None,
             looking_since_ms: None,
+            config_text: String::new(),
         };
         let v = gather(&server, &config, Some(&e));
         let body = |name: &str| to_jackson_pretty(&run(name, &HashMap::new(), &v));

@@ -78,6 +78,10 @@ pub struct EnsembleView {
     pub last_election: Option<ElectionView>,
     /// While electing: since when, ms since the Unix epoch.
     pub looking_since_ms: Option<u64>,
+    /// The current config as `/zookeeper/config` and `conf` show it (`QuorumMaj
+    /// .toString`, [`crate::zab::quorum::QuorumVerifier::text`]); it changes with each
+    /// reconfig this member activates. Empty: not known (zoo.cfg's is shown).
+    pub config_text: String,
 }
 
 impl EnsembleView {

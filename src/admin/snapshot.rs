@@ -153,8 +153,8 @@ fn mode_of(server: &Server, config: &Config) -> (&'static str, bool) {
 /// The lines `conf` adds after `serverId` on an ensemble member
 /// (`QuorumPeer`'s part of `dumpConf`): the limits, `electionAlg=3`, this member's ports,
 /// `peerType` (0 participant, 1 observer), then `membership: ` and the dynamic config
-/// ([`Config::membership`]).
-fn quorum_lines(config: &Config) -> Vec<String> {
+/// (the member's current config, `config_text`, else [`Config::membership`]).
+fn quorum_lines(config: &Config, config_text: &str) -> Vec<String> {
     let me = config.servers.iter().find(|s| Some(s.id) == config.my_id);
     let mut lines = vec![
         format!("initLimit={}", config.init_limit),
@@ -168,7 +168,10 @@ fn quorum_lines(config: &Config) -> Vec<String> {
         format!("peerType={}", u8::from(me.is_some_and(|s| s.observer))),
         "membership: ".to_string(),
     ];
-    lines.extend(config.membership().lines().map(str::to_string));
+    match config_text {
+        "" => lines.extend(config.membership().lines().map(str::to_string)),
+        text => lines.extend(text.lines().map(str::to_string)),
+    }
     lines
 }
 
@@ -297,10 +300,9 @@ pub fn build(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) 
             } else {
                 0
             },
-            quorum_lines: if ensemble.is_some() {
-                quorum_lines(config)
-            } else {
-                Vec::new()
+            quorum_lines: match ensemble {
+                Some(e) => quorum_lines(config, &e.config_text),
+                None => Vec::new(),
             },
         },
         environment: keel_environment(),
@@ -412,6 +414,7 @@ mod tests {
             snap_count: 1,
             last_election: None,
             looking_since_ms: None,
+            config_text: String::new(),
         };
         let snap = build(&server, &config, Some(&view));
         let conf = super::super::fourlw::render("conf", &snap).unwrap();

@@ -10,6 +10,7 @@
 //! publishes the durable zxid, fed back as [`Replica::durable`].
 
 use super::core::{handle, route, ClientSink};
+use super::dynamic_config;
 use super::now_ms;
 use crate::admin::core_handle::{CoreCall, CoreHandle};
 use crate::admin::quorum::{ElectionView, EnsembleView, LearnerView};
@@ -41,7 +42,8 @@ const STORAGE_EVENTS: usize = 64;
 const SNAPSHOT_CHUNKS_IN_FLIGHT: usize = 2;
 
 /// The Zab core's settings from zoo.cfg: this member's id, the participants and
-/// observers of the server.N lines, tickTime, initLimit and syncLimit.
+/// observers of the server.N lines at their config version (the dynamic config file's
+/// name), tickTime, initLimit, syncLimit and reconfigEnabled.
 ///
 /// Errors: `my_id` has no server.N line (ZooKeeper: "myid N not in the peer list").
 pub fn zab_config(config: &Config, my_id: Sid) -> Result<zab::Config, String> {
@@ -53,13 +55,15 @@ pub fn zab_config(config: &Config, my_id: Sid) -> Result<zab::Config, String> {
         ));
     }
     let lines = config.servers.iter().map(ServerLine::from);
-    Ok(zab::Config::new(
+    let mut zab = zab::Config::new(
         my_id,
-        QuorumVerifier::from_servers(lines, 0)?,
+        QuorumVerifier::from_servers(lines, config.config_version)?,
         u64::from(config.tick_time_ms),
         u64::from(config.init_limit),
         u64::from(config.sync_limit),
-    ))
+    );
+    zab.reconfig_enabled = config.reconfig_enabled;
+    Ok(zab)
 }
 
 /// Txns from `from` to `to` in one epoch's numbering (0 when `from` is at or past
@@ -209,7 +213,10 @@ pub async fn run(
         peers,
         storage: storage_tx,
         pending: first,
+        config_file: config.config_file.clone(),
     };
+    // A last seen config recovered from the log may name members zoo.cfg does not.
+    core.follow_members();
     let core_config = config.clone();
     let core_task = tokio::spawn(async move {
         core.run(
@@ -249,6 +256,9 @@ struct EnsembleCore {
     storage: mpsc::Sender<ZabOp>,
     /// Effects returned and not yet executed.
     pending: Vec<Effect>,
+    /// The zoo.cfg the member started from, after which the dynamic config files are
+    /// named ([`dynamic_config`]); `None` when started without one (tests).
+    config_file: Option<std::path::PathBuf>,
 }
 
 impl ClientSink for EnsembleCore {
@@ -288,6 +298,7 @@ impl EnsembleCore {
             accepted_epoch,
             current_epoch,
             last_logged_zxid: peer.last_logged() as i64,
+            config_text: String::from_utf8_lossy(self.replica.membership()).into_owned(),
             learners: peer
                 .learners()
                 .into_iter()
@@ -452,6 +463,20 @@ impl EnsembleCore {
         true
     }
 
+    /// Points the peer network at the members of the current and the last seen
+    /// config (ZooKeeper's QuorumCnxManager connects to both views).
+    fn follow_members(&self) {
+        let peer = self.replica.peer();
+        let mut lines: Vec<ServerLine> = peer.quorum_config().servers().cloned().collect();
+        for s in peer.last_seen_config().servers() {
+            match lines.iter_mut().find(|l| l.sid == s.sid) {
+                Some(l) => *l = s.clone(),
+                None => lines.push(s.clone()),
+            }
+        }
+        self.peers.set_members(&lines);
+    }
+
     /// Executes one Zab action; false when the storage thread is gone.
     async fn zab_action(&mut self, action: Action) -> bool {
         let (op, wait) = match action {
@@ -527,6 +552,35 @@ impl EnsembleCore {
                     },
                     Some(wait),
                 )
+            }
+            Action::ConfigSeen { config } => {
+                tracing::info!(
+                    version = format!("{:x}", config.version()),
+                    "a reconfig was proposed: last seen config"
+                );
+                if let Some(file) = &self.config_file {
+                    if let Err(e) = dynamic_config::write_next(file, &config) {
+                        tracing::error!(error = %e, "writing the .dynamic.next file failed");
+                    }
+                }
+                self.follow_members();
+                return true;
+            }
+            Action::ConfigActivated { config } => {
+                tracing::info!(
+                    version = format!("{:x}", config.version()),
+                    config = config.text().replace('\n', " "),
+                    "a reconfig committed: config activated"
+                );
+                if let Some(file) = &self.config_file {
+                    let last_seen = self.replica.peer().last_seen_config().version();
+                    let me = self.peers.my_sid();
+                    if let Err(e) = dynamic_config::write_activated(file, &config, me, last_seen) {
+                        tracing::error!(error = %e, "writing the dynamic config file failed");
+                    }
+                }
+                self.follow_members();
+                return true;
             }
             other => {
                 tracing::error!(?other, "the replica returned an action it answers itself");

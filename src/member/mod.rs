@@ -8,6 +8,7 @@
 //! peer runtime (and tests, and the simulation) to drive.
 
 pub mod core;
+pub mod dynamic_config;
 pub mod ensemble;
 pub mod recover;
 pub mod replica;

@@ -402,6 +402,12 @@ impl Replica {
         &mut self.server
     }
 
+    /// The current config text (`/zookeeper/config`'s after each sync): zoo.cfg's
+    /// membership at start, then each config this member activates.
+    pub fn membership(&self) -> &[u8] {
+        &self.membership
+    }
+
     /// The Zab core, for reads (role, zxids, epochs).
     pub fn peer(&self) -> &Peer {
         &self.peer
@@ -704,6 +710,13 @@ impl Replica {
                     to,
                     msg: Message::Ping { zxid, touched },
                 }));
+            }
+            Action::ConfigActivated { config } => {
+                // What `/zookeeper/config` is written with after a sync from now on
+                // (the reconfig txn itself sets it in the tree).
+                self.membership = Bytes::from(config.text());
+                self.effects
+                    .push(Effect::Zab(Action::ConfigActivated { config }));
             }
             // Answers to `Propose`, taken by `propose`.
             Action::Proposed { .. } | Action::ProposeRefused => {}

@@ -51,9 +51,16 @@ impl Server {
     /// tree digest does not count `/zookeeper/` nodes, so it does not move.
     pub fn init_config_node(&mut self, membership: &[u8], now_ms: i64) {
         const CONFIG_NODE: &str = "/zookeeper/config";
+        // mzxid: the config's version, the hex of the text's last `version=` line.
+        let version = std::str::from_utf8(membership)
+            .ok()
+            .and_then(|t| t.lines().last())
+            .and_then(|l| l.strip_prefix("version="))
+            .and_then(|hex| i64::from_str_radix(hex, 16).ok())
+            .unwrap_or(0);
         if self
             .tree
-            .set_data(CONFIG_NODE, Some(membership), -1, 0, now_ms)
+            .set_data(CONFIG_NODE, Some(membership), -1, version, now_ms)
             .is_ok()
         {
             self.fire(

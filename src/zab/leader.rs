@@ -632,11 +632,13 @@ impl Leader {
     fn sync_learner(&mut self, ctx: &mut Ctx, sid: Sid, peer: Zxid) {
         let log = &ctx.log;
         let committed = log.committed();
-        // An observer is synced to the commit point (ZooKeeper syncs from its
-        // committed log): one holding a PROPOSAL it got as a follower before a
-        // reconfig made it an observer is TRUNCated, else nothing would ever tell it
-        // that txn committed (reconfig seed 622); it comes back as INFORM.
-        let observer = self.handlers.get(&sid).is_some_and(|h| h.observer);
+        // An established leader syncs an observer to the commit point (ZooKeeper
+        // syncs from its committed log): one holding a PROPOSAL it got as a follower
+        // before a reconfig made it an observer is TRUNCated, else nothing would ever
+        // tell it that txn committed (reconfig seed 622); it comes back as INFORM.
+        // While establishing, the whole initial history (see `queue_sync`).
+        let observer =
+            self.phase == Phase::Established && self.handlers.get(&sid).is_some_and(|h| h.observer);
         let last = if observer { committed } else { log.last() };
         if observer && peer > committed {
             // What it acknowledged past the commit point is truncated away.
@@ -746,8 +748,17 @@ impl Leader {
             Message::Snap { zxid: z, .. } => ctx.emit(Action::SendSnapshot { to: sid, zxid: z }),
             other => ctx.send(sid, other),
         }
-        // Observers get committed txns only; the rest reaches them as INFORM.
-        let upto = if h.observer { committed } else { last };
+        // Observers of an established leader get committed txns only; the rest reaches
+        // them as INFORM. While establishing, they get the whole initial history, as
+        // followers do: it is what ACKing NEWLEADER's epoch stands for (reconfig seed
+        // 9121: an observer with the new currentEpoch but without the initial
+        // history's last txn turned voter, won an election on its epoch and lost that
+        // committed txn). UPTODATE then tells them what committed.
+        let upto = if h.observer && self.phase == Phase::Established {
+            committed
+        } else {
+            last
+        };
         let mut sent = from;
         let txns: Vec<Txn> = from_log
             .into_iter()

@@ -38,7 +38,12 @@ impl From<&crate::config::ServerSpec> for ServerLine {
             quorum_port: s.quorum_port,
             election_port: s.election_port,
             observer: s.observer,
-            client: s.client_address.clone().zip(s.client_port),
+            // `;2181` alone is the wildcard address (QuorumServer: a port-only
+            // client address is `new InetSocketAddress(port)`).
+            client: s.client_port.map(|port| {
+                let host = s.client_address.clone();
+                (host.unwrap_or_else(|| "0.0.0.0".to_string()), port)
+            }),
         }
     }
 }

@@ -1,0 +1,195 @@
+//! The files a member writes when its configuration changes (dynamic reconfiguration,
+//! ZooKeeper 3.5+), named after the zoo.cfg it was started from, as ZooKeeper's
+//! `QuorumPeer` names them:
+//! - `<zoo.cfg>.dynamic.next`: the last seen config, once a reconfig is proposed and
+//!   before it commits (`setLastSeenQuorumVerifier`), with its `version=` line;
+//! - `<zoo.cfg>.dynamic.<hex version>`: each config activated (`setQuorumVerifier`),
+//!   without a version line (the name carries it), and zoo.cfg rewritten to point at it
+//!   (`QuorumPeerConfig.editStaticConfig`): its `server.N`, `group`, `weight`,
+//!   `peerType` and `dynamicConfigFile` lines dropped (and `clientPort` /
+//!   `clientPortAddress` when this member's server line now gives its client address),
+//!   `dynamicConfigFile=<absolute path>` added; the `.next` file is removed once the
+//!   activated config is the last seen one.
+//!
+//! A restart reads zoo.cfg and the dynamic file it names ([`crate::config::Config`]),
+//! so the member starts on the last config it activated; a reconfig committed but not
+//! yet written is found again in its txn log by the Zab core. Each file is written to
+//! a temporary name and renamed over the old one, so a crash leaves the old file or
+//! the new one, never half of one.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use crate::zab::quorum::QuorumVerifier;
+use crate::zab::Sid;
+
+/// `<zoo.cfg>.dynamic.next`.
+pub fn next_file(config_file: &Path) -> PathBuf {
+    with_suffix(config_file, ".dynamic.next")
+}
+
+/// `<zoo.cfg>.dynamic.<hex version>`.
+pub fn versioned_file(config_file: &Path, version: u64) -> PathBuf {
+    with_suffix(config_file, &format!(".dynamic.{version:x}"))
+}
+
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// The dynamic file's text (`QuorumPeerConfig.writeDynamicConfig`): the config's
+/// `key=value` lines sorted as strings, joined by newlines, no newline at the end;
+/// the `version` line only when `keep_version`.
+pub fn dynamic_text(qv: &QuorumVerifier, keep_version: bool) -> String {
+    let mut lines: Vec<String> = qv
+        .text()
+        .lines()
+        .filter(|l| keep_version || !l.starts_with("version"))
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    lines.join("\n")
+}
+
+/// Writes `qv` as the last seen config (`<zoo.cfg>.dynamic.next`).
+///
+/// Errors: the file cannot be written.
+pub fn write_next(config_file: &Path, qv: &QuorumVerifier) -> io::Result<()> {
+    write_atomically(&next_file(config_file), dynamic_text(qv, true).as_bytes())
+}
+
+/// Writes the activated config `qv` (`<zoo.cfg>.dynamic.<hex version>`), points
+/// zoo.cfg at it, and removes `.dynamic.next` when `qv` is also the last seen config.
+/// `my_sid` decides whether zoo.cfg's client port lines go (this member's server line
+/// in `qv` names its client address).
+///
+/// Errors: a file cannot be read or written; zoo.cfg is left as it was then.
+pub fn write_activated(
+    config_file: &Path,
+    qv: &QuorumVerifier,
+    my_sid: Sid,
+    last_seen_version: u64,
+) -> io::Result<()> {
+    let dynamic = versioned_file(config_file, qv.version());
+    write_atomically(&dynamic, dynamic_text(qv, false).as_bytes())?;
+    let dynamic = std::fs::canonicalize(&dynamic)?;
+    let erase_client = qv.server(my_sid).is_some_and(|s| s.client.is_some());
+    let old = std::fs::read_to_string(config_file)?;
+    let text = edit_static(&old, &dynamic, erase_client);
+    write_atomically(config_file, text.as_bytes())?;
+    if qv.version() == last_seen_version {
+        match std::fs::remove_file(next_file(config_file)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// zoo.cfg's text with the quorum lines dropped and `dynamicConfigFile` set
+/// (`editStaticConfig`). Lines keep their order; comments and blank lines stay.
+pub fn edit_static(old: &str, dynamic: &Path, erase_client: bool) -> String {
+    let mut out = String::new();
+    for line in old.lines() {
+        let key = line
+            .trim_start()
+            .split(['=', ':', ' ', '\t'])
+            .next()
+            .unwrap_or("");
+        let comment = line.trim_start().starts_with(['#', '!']);
+        let drop = !comment
+            && (key.starts_with("server.")
+                || key.starts_with("group")
+                || key.starts_with("weight")
+                || key.starts_with("dynamicConfigFile")
+                || key.starts_with("peerType")
+                || (erase_client && key.starts_with("clientPort")));
+        if !drop {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out.push_str(&format!("dynamicConfigFile={}\n", dynamic.display()));
+    out
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let tmp = with_suffix(path, ".tmp");
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zab::wire::config::parse_quorum_config;
+
+    fn qv() -> QuorumVerifier {
+        parse_quorum_config(
+            "server.1=127.0.0.1:2012:2013:participant;127.0.0.1:2011\n\
+             server.2=127.0.0.1:2022:2023:participant;127.0.0.1:2021\n\
+             server.10=127.0.0.1:2102:2103:observer;127.0.0.1:2101\n\
+             version=100000004",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn dynamic_text_is_sorted_lines_with_or_without_version() {
+        assert_eq!(
+            dynamic_text(&qv(), false),
+            // As Java's String order: "server.10=" before "server.1=" ('0' < '=').
+            "server.10=127.0.0.1:2102:2103:observer;127.0.0.1:2101\n\
+             server.1=127.0.0.1:2012:2013:participant;127.0.0.1:2011\n\
+             server.2=127.0.0.1:2022:2023:participant;127.0.0.1:2021"
+        );
+        assert!(dynamic_text(&qv(), true).ends_with("\nversion=100000004"));
+    }
+
+    #[test]
+    fn edit_static_drops_quorum_lines_and_points_at_the_dynamic_file() {
+        let old = "# keel\ntickTime=500\nclientPort=2011\nserver.1=a:1:2\npeerType=observer\n\
+                   dynamicConfigFile=/x/zoo.cfg.dynamic.0\ndataDir=/d\n";
+        let new = edit_static(old, Path::new("/x/zoo.cfg.dynamic.100000004"), true);
+        assert_eq!(
+            new,
+            "# keel\ntickTime=500\ndataDir=/d\ndynamicConfigFile=/x/zoo.cfg.dynamic.100000004\n"
+        );
+        let kept = edit_static(old, Path::new("/y"), false);
+        assert!(kept.contains("clientPort=2011\n"), "{kept}");
+    }
+
+    #[test]
+    fn activation_writes_the_versioned_file_rewrites_zoo_cfg_and_removes_next() {
+        let dir = std::env::temp_dir().join(format!("keel-dyn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = dir.join("zoo.cfg");
+        std::fs::write(&cfg, "dataDir=/d\nserver.1=a:1:2\nserver.2=b:1:2\n").unwrap();
+        write_next(&cfg, &qv()).unwrap();
+        assert!(next_file(&cfg).exists());
+        write_activated(&cfg, &qv(), 1, 0x1_0000_0004).unwrap();
+        let dynamic = versioned_file(&cfg, 0x1_0000_0004);
+        assert!(dynamic.ends_with("zoo.cfg.dynamic.100000004"));
+        assert_eq!(
+            std::fs::read_to_string(&dynamic).unwrap(),
+            dynamic_text(&qv(), false)
+        );
+        let text = std::fs::read_to_string(&cfg).unwrap();
+        assert!(!text.contains("server."), "{text}");
+        assert!(text.ends_with(&format!(
+            "dynamicConfigFile={}\n",
+            std::fs::canonicalize(&dynamic).unwrap().display()
+        )));
+        assert!(!next_file(&cfg).exists());
+        // And zoo.cfg reads back on that config.
+        let c = crate::config::Config::parse(&text);
+        assert!(c.is_ok(), "{c:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
