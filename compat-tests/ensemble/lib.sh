@@ -16,6 +16,10 @@
 # ENSEMBLE_ADMIN_BASE+i (ZooKeeper then needs ZK_CP_EXTRA: Jetty and Jackson jars).
 # ENSEMBLE_SERVER_CLIENT_PORTS=1 writes each member's client address into the server.N
 # lines (`;127.0.0.1:PORT`), as ZooKeeper's dynamic-config form has it.
+# ENSEMBLE_DYNAMIC_CONFIG=1 writes the server.N lines, each with its client address
+# (`;127.0.0.1:PORT`), into DIR/m<i>/zoo.cfg.dynamic instead of zoo.cfg, which names it
+# with `dynamicConfigFile=` (ZooKeeper's dynamic-reconfig layout; ENSEMBLE_PROXY_BASE
+# still applies to the addresses in it).
 # ENSEMBLE_OBSERVERS=K (0) adds members 4..3+K as observers (`server.N=...:observer`
 # on every member, `peerType=observer` in theirs), ports numbered as above; the ensemble
 # is then formed when they observe too.
@@ -60,8 +64,24 @@ member_cmd() { # KIND: the program that runs a member of that kind on its zoo.cf
   esac
 }
 
+ensemble_server_lines() { # I BASE: the server.N lines member I is configured with
+  local i=$1 base=$2 j q client
+  for j in $(ensemble_members); do
+    client=""
+    if [ -n "${ENSEMBLE_SERVER_CLIENT_PORTS:-}${ENSEMBLE_DYNAMIC_CONFIG:-}" ]; then
+      client=";127.0.0.1:$((base + 10 * (j - 1) + 1))"
+    fi
+    if [ -n "${ENSEMBLE_PROXY_BASE:-}" ] && [ "$j" != "$i" ] && [ "$j" -le 3 ]; then
+      q=$((ENSEMBLE_PROXY_BASE + 10 * (i - 1) + 2 * (j - 1)))
+      echo "server.$j=127.0.0.1:$q:$((q + 1))"
+    else
+      echo "server.$j=127.0.0.1:$((base + 10 * (j - 1) + 2)):$((base + 10 * (j - 1) + 3))$( [ "$j" -gt 3 ] && echo :observer)$client"
+    fi
+  done
+}
+
 start_ensemble() { # KIND DIR BASE [EXTRA_CFG]
-  local dir=$2 base=$3 extra=${4:-} kinds cmd i j m q
+  local dir=$2 base=$3 extra=${4:-} kinds cmd i m
   IFS=, read -r -a kinds <<< "$1"
   for i in "${kinds[@]}"; do member_cmd "$i" >/dev/null || return 2; done
   rm -rf "$dir"; mkdir -p "$dir"
@@ -77,14 +97,12 @@ start_ensemble() { # KIND DIR BASE [EXTRA_CFG]
       else
         echo "admin.enableServer=false"
       fi
-      for j in $(ensemble_members); do
-        if [ -n "${ENSEMBLE_PROXY_BASE:-}" ] && [ "$j" != "$i" ] && [ "$j" -le 3 ]; then
-          q=$((ENSEMBLE_PROXY_BASE + 10 * (i - 1) + 2 * (j - 1)))
-          echo "server.$j=127.0.0.1:$q:$((q + 1))"
-        else
-          echo "server.$j=127.0.0.1:$((base + 10 * (j - 1) + 2)):$((base + 10 * (j - 1) + 3))$( [ "$j" -gt 3 ] && echo :observer)$( [ -n "${ENSEMBLE_SERVER_CLIENT_PORTS:-}" ] && echo ";127.0.0.1:$((base + 10 * (j - 1) + 1))")"
-        fi
-      done
+      if [ -n "${ENSEMBLE_DYNAMIC_CONFIG:-}" ]; then
+        echo "dynamicConfigFile=$m/zoo.cfg.dynamic"
+        ensemble_server_lines "$i" "$base" > "$m/zoo.cfg.dynamic"
+      else
+        ensemble_server_lines "$i" "$base"
+      fi
       [ "$i" -gt 3 ] && echo "peerType=observer"
       [ -n "$extra" ] && echo "$extra"
     } > "$m/zoo.cfg"

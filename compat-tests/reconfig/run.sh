@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# Differential zkCli.sh test of a dynamic-reconfig session (issue 18 check b): a
+# 3-member ensemble with reconfigEnabled=true, a dynamicConfigFile, standaloneEnabled=false
+# and a super user; one zkCli.sh session against a follower runs script.txt (reconfig
+# without auth, add/remove/observer/participant changes with a 4th member started midway,
+# the BADVERSION, BADARGUMENTS and NEWCONFIGNOQUORUM cases, -file); then `config` on
+# every member. The transcript is masked and the kinds compared.
+#   usage: run.sh [KIND]   KIND = zk | keel | both (default: $KIND, else both), or A,B
+#                          (zk,zk runs ZooKeeper twice: the masked transcript must be
+#                          stable). One kind: runs it and prints the masked transcript.
+#          run.sh --mask < RAW   (print the masked form of a raw transcript)
+# Exit 0 when the masked transcripts are identical (one kind: when its session ran and
+# every member ended with the same configuration), 1 otherwise (printing the diff), 2 on
+# bad usage or a missing keel binary.
+# Env: RECONFIG_BASE (42000; script.txt's addresses are written for it), KEEL_BIN
+# (../lib.sh). Work files: $WORK (/tmp/keel-compat/reconfig): <label>.raw, <label>.masked,
+# <label>/m<i>/ (zoo.cfg, zoo.cfg.dynamic*, log), <label>.feeder.log, diff.
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../ensemble/lib.sh
+source "$HERE/../ensemble/lib.sh"
+
+BASE=${RECONFIG_BASE:-42000}
+WORK=${WORK:-/tmp/keel-compat/reconfig}
+ZKCLI=${ZKCLI:-/usr/share/zookeeper/bin/zkCli.sh}
+SCRIPT=$HERE/script.txt
+SUPER_DIGEST='super:D/InIHSb7yEEbrWz8b9l71RjZJU='   # password "test"
+SUPER_FLAG="-Dzookeeper.DigestAuthenticationProvider.superDigest=$SUPER_DIGEST"
+# ZooKeeper members read ZK_JVMFLAGS (zk-exec.sh), keel members SERVER_JVMFLAGS (as
+# zkServer.sh passes it); each kind ignores the other's variable.
+export ZK_JVMFLAGS=$SUPER_FLAG SERVER_JVMFLAGS=$SUPER_FLAG
+export ENSEMBLE_DYNAMIC_CONFIG=1
+EXTRA_CFG=$'reconfigEnabled=true\nstandaloneEnabled=false'
+
+# Mask what must differ between two runs and between ZooKeeper and keel:
+#  - SLF4J / jline noise, and the connection-state events zkCli prints on its event
+#    thread (the blank line + "WATCHER::" + "WatchedEvent state:SyncConnected ..."): the
+#    session sets no watches, so no other event is expected (a Disconnected one is kept);
+#  - the port in the "Connecting to" banner (which follower it is depends on the
+#    election);
+#  - zxids: every `version=HEX` and every `[cm]Zxid = 0xHEX` other than 0 becomes
+#    <zxid-N>, N numbering distinct values in order of first appearance, so "the same
+#    version as before" and "a newer one" are still compared, the values are not (0 is
+#    kept: ZooKeeper's leader replaces an initial version 0 with its first zxid,
+#    ZOOKEEPER-1783, and a server that does not must show);
+#  - mtime/ctime values other than the epoch;
+#  - the label lines: "Node does not exist: /--NAME" becomes "=== NAME".
+# Ports in server.N lines are not masked: they are fixed by sid (same BASE for both
+# kinds, one after the other).
+mask() {
+  awk '
+    /^SLF4J:/ { next }
+    /[Jj][Ll]ine/ { next }
+    /^log4j:/ { next }
+    /^$/ || /^WATCHER::$/ || /^WatchedEvent state:SyncConnected type:None path:null$/ { next }
+    /^Connecting to / { sub(/:[0-9]+$/, ":<port>"); print; next }
+    /^Node does not exist: \/--/ { sub(/^Node does not exist: \/--/, "=== "); print; next }
+    function zx(v) { v = tolower(v); if (!(v in seen)) seen[v] = "<zxid-" (++nz) ">"; return seen[v] }
+    /^version=[0-9a-fA-F]+$/ { v = substr($0, 9); print "version=" (v == "0" ? v : zx(v)); next }
+    /^[cm]Zxid = 0x/ { v = substr($3, 3); if (v != "0") $3 = zx(v); print; next }
+    /^[cm]time = / { if ($0 !~ /= Thu Jan 01 00:00:00 UTC 1970$/) sub(/= .*/, "= <date>"); print; next }
+    { print }
+  '
+}
+
+if [ "${1:-}" = --mask ]; then mask; exit 0; fi
+
+KINDS=${1:-${KIND:-both}}
+[ "$KINDS" = both ] && KINDS=zk,keel
+IFS=, read -r -a KIND_LIST <<< "$KINDS"
+if [ ${#KIND_LIST[@]} -lt 1 ] || [ ${#KIND_LIST[@]} -gt 2 ]; then
+  echo "usage: $0 [zk|keel|both|A,B]    or: $0 --mask < RAW_TRANSCRIPT" >&2; exit 2
+fi
+for k in "${KIND_LIST[@]}"; do
+  case $k in
+  zk) [ -x "$ZKCLI" ] || { echo "reconfig: FAIL (zkCli.sh not found at $ZKCLI; apt-get install zookeeper)" >&2; exit 2; } ;;
+  keel) [ -x "$KEEL_BIN" ] || { echo "reconfig: FAIL (keel binary $KEEL_BIN not found; build it or set KEEL_BIN)" >&2; exit 2; } ;;
+  *) echo "usage: $0 [zk|keel|both|A,B]    or: $0 --mask < RAW_TRANSCRIPT" >&2; exit 2 ;;
+  esac
+done
+if [ "$BASE" != 42000 ]; then
+  echo "reconfig: script.txt's server addresses are written for RECONFIG_BASE=42000" >&2; exit 2
+fi
+
+rm -rf "$WORK"; mkdir -p "$WORK"
+CURRENT=""
+cleanup() { [ -z "$CURRENT" ] || stop_ensemble "$CURRENT"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+server_line() { # SID ROLE
+  local b=$((BASE + 10 * ($1 - 1)))
+  echo "server.$1=127.0.0.1:$((b + 2)):$((b + 3)):$2;127.0.0.1:$((b + 1))"
+}
+
+# Member 4 as start_ensemble writes members 1..3 (same keys), on a dynamic config of
+# members 1..4 with itself a participant: the configuration the session has just
+# committed. It is started with the kind of the others.
+start_member4() { # DIR KIND
+  local m=$1/m4 cmd
+  cmd=$(member_cmd "$2") || return 1
+  mkdir -p "$m/data"; echo 4 > "$m/data/myid"
+  {
+    echo "tickTime=${ENSEMBLE_TICK_MS:-500}"; echo "initLimit=10"; echo "syncLimit=5"
+    echo "dataDir=$m/data"; echo "clientPort=$((BASE + 31))"
+    echo "maxClientCnxns=0"; echo "4lw.commands.whitelist=*"; echo "admin.enableServer=false"
+    echo "dynamicConfigFile=$m/zoo.cfg.dynamic"
+    echo "$EXTRA_CFG"
+  } > "$m/zoo.cfg"
+  for i in 1 2 3 4; do server_line "$i" participant; done > "$m/zoo.cfg.dynamic"
+  echo "$((BASE + 31))" > "$m/port"; echo "$cmd" > "$m/cmd"
+  setsid "$cmd" "$m/zoo.cfg" > "$m/log" 2>&1 < /dev/null &
+  echo $! > "$m/pid"
+}
+
+wait_mode() { # PORT MODE: up to 30 s
+  local _
+  for _ in $(seq 60); do [ "$(member_mode "$1")" = "$2" ] && return 0; sleep 0.5; done
+  return 1
+}
+
+# Feed the script to zkCli: drop comments and blank lines, run the directives. The
+# feeder never writes into the transcript (zkCli may still be printing); what it did goes
+# to FEEDER_LOG, and a failed wait to FEEDER_LOG.failed.
+feed() { # DIR KIND FILE FEEDER_LOG
+  local dir=$1 kind=$2 file=$3 log=$4 line
+  while IFS= read -r line || [ -n "$line" ]; do
+    case $line in
+    '#sleep '*) sleep "${line#\#sleep }" ;;
+    '#member4 start') echo "start member 4 ($kind)" >> "$log"; start_member4 "$dir" "$kind" >> "$log" 2>&1 ;;
+    '#member4 wait '*)
+      # After one failed wait member 4 is taken to be broken: later waits are skipped
+      # rather than each costing the whole timeout.
+      if [ -s "$log.failed" ]; then
+        echo "skipped: wait for ${line#\#member4 wait }" >> "$log"
+      elif wait_mode "$((BASE + 31))" "${line#\#member4 wait }"; then
+        echo "member 4 is ${line#\#member4 wait }" >> "$log"
+      else
+        echo "member 4 did not become ${line#\#member4 wait } (mode '$(member_mode $((BASE + 31)))')" | tee -a "$log" >> "$log.failed"
+      fi ;;
+    '#'*|'') ;;
+    *) printf '%s\n' "${line//@FILE@/$file}" ;;
+    esac
+  done < "$SCRIPT"
+  true  # failures are in $log.failed; the pipeline's status is zkCli's
+}
+
+# run_one KIND LABEL: the ensemble, the session, then `config` on each member; the
+# transcript is WORK/LABEL.raw (zkCli's stdout and stderr in one O_APPEND file: zkCli
+# prints errors on stderr and the rest on stdout, each line flushed, so the order of
+# lines holds).
+run_one() {
+  local kind=$1 label=$2 dir=$WORK/$2 raw=$WORK/$2.raw port i modes rc=0
+  CURRENT=$dir
+  if ! start_ensemble "$kind" "$dir" "$BASE" "$EXTRA_CFG"; then
+    tail -n 20 "$dir"/m*/log >&2
+    echo "reconfig: FAIL (the $kind ensemble did not form; see $dir)"
+    return 1
+  fi
+  disown -a  # member 4 is started and all are stopped from here: no job notices
+  port=$(ensemble_port "$dir" follower) || { echo "reconfig: FAIL (no follower in $dir)"; return 1; }
+  {
+    for i in 1 2 3; do server_line "$i" participant; done
+    server_line 4 observer
+  } > "$dir/reconfig-file.cfg"
+  : > "$raw"; : > "$WORK/$label.feeder.log"
+  feed "$dir" "$kind" "$dir/reconfig-file.cfg" "$WORK/$label.feeder.log" \
+    | TZ=UTC timeout 300 "$ZKCLI" -server "127.0.0.1:$port" >> "$raw" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] || echo "note: zkCli.sh against $kind exited $rc" >&2
+  # Each member's own view of the last configuration, after the session's last commit
+  # has had a second to reach every member.
+  for i in 1 2 3 4; do
+    printf 'Node does not exist: /--config-on-member-%s\n' "$i" >> "$raw"
+    if [ "$(timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf ruok >&3 && cat <&3' _ "$(cat "$dir/m$i/port")" 2>/dev/null)" != imok ]; then
+      echo "member $i does not answer ruok" >> "$raw"; continue
+    fi
+    printf 'config\n' | TZ=UTC timeout 60 "$ZKCLI" -server "127.0.0.1:$(cat "$dir/m$i/port")" 2>&1 \
+      | grep -Ev '^(Connecting to |Welcome to ZooKeeper!$)' >> "$raw"
+  done
+  modes=$(for i in 1 2 3; do member_mode "$(cat "$dir/m$i/port")"; done | sort | tr '\n' ' ')
+  printf 'Node does not exist: /--modes\nmembers 1-3: %s\nmember 4: %s\n' "$modes" "$(member_mode $((BASE + 31)))" >> "$raw"
+  stop_ensemble "$dir"; CURRENT=""
+  mask < "$raw" > "$WORK/$label.masked"
+  if [ -s "$WORK/$label.feeder.log.failed" ]; then
+    cat "$WORK/$label.feeder.log.failed" >&2; return 1
+  fi
+  # Every member must end with the same configuration (the blocks after each
+  # config-on-member label, up to the next label).
+  if [ "$(awk '/^=== config-on-member-/ { n++; next } /^=== / { n = 0 } n && /^(server\.|version=)/ { b[n] = b[n] $0 "|" }
+               END { for (i = 2; i <= 4; i++) if (b[i] != b[1] || b[1] == "") { print "differ"; exit } }' "$WORK/$label.masked")" = differ ]; then
+    echo "note: the members of the $kind ensemble ended with different configurations (see $WORK/$label.masked)" >&2
+    return 1
+  fi
+  return $rc
+}
+
+status=0
+labels=()
+for n in "${!KIND_LIST[@]}"; do
+  label=$((n + 1))-${KIND_LIST[$n]}
+  labels+=("$label")
+  run_one "${KIND_LIST[$n]}" "$label" || status=1
+done
+
+if [ ${#labels[@]} -eq 1 ]; then
+  cat "$WORK/${labels[0]}.masked"
+  if [ $status -eq 0 ]; then
+    echo "reconfig: PASS (${KIND_LIST[0]} session ran, members agree; $(wc -l < "$WORK/${labels[0]}.masked") lines in $WORK/${labels[0]}.masked)"
+  else
+    echo "reconfig: FAIL (${KIND_LIST[0]}; see $WORK)"
+  fi
+  exit $status
+fi
+a=${labels[0]} b=${labels[1]}
+if diff -u --label "$a (masked)" --label "$b (masked)" "$WORK/$a.masked" "$WORK/$b.masked" > "$WORK/diff" && [ $status -eq 0 ]; then
+  echo "reconfig: PASS ($a vs $b: $(wc -l < "$WORK/$a.masked") lines identical after masking; transcripts in $WORK)"
+  exit 0
+fi
+cat "$WORK/diff"
+echo "reconfig: FAIL ($a vs $b differ or a run failed; transcripts in $WORK)"
+exit 1
