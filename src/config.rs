@@ -1465,7 +1465,7 @@ fn parse_peer_type(value: &str) -> Result<bool, String> {
 
 /// Splits `host:port[:...]` where host may be a bracketed IPv6 literal, like ZooKeeper's
 /// `ConfigUtils.getHostAndPort`.
-fn split_host_and_ports(text: &str) -> Result<Vec<&str>, String> {
+pub(crate) fn split_host_and_ports(text: &str) -> Result<Vec<&str>, String> {
     if let Some(rest) = text.strip_prefix('[') {
         let end = rest
             .find("]:")

@@ -65,6 +65,18 @@ impl Record for Option<Bytes> {
     }
 }
 
+impl Record for Option<String> {
+    fn encode(&self, out: &mut BytesMut) {
+        match self {
+            Some(s) => out.ustring(s),
+            None => out.int(-1),
+        }
+    }
+    fn decode(d: &mut Decoder<'_>) -> Result<Self, JuteError> {
+        d.ustring_opt()
+    }
+}
+
 impl<T: Record> Record for Vec<T> {
     fn encode(&self, out: &mut BytesMut) {
         out.int(self.len() as i32);
@@ -380,11 +392,18 @@ record! {
 }
 
 record! {
-    /// reconfig (16).
+    /// reconfig (16). A `None` string is null (length -1): ZooKeeper's
+    /// PrepRequestProcessor takes a null `new_members` as an incremental reconfig and
+    /// a null joining or leaving list as none, while an empty `new_members` is a
+    /// (non-incremental) configuration without servers.
     pub struct ReconfigRequest {
-        pub joining_servers: String,
-        pub leaving_servers: String,
-        pub new_members: String,
+        /// Comma-separated `server.N=...` lines to add or change.
+        pub joining_servers: Option<String>,
+        /// Comma-separated server ids to remove.
+        pub leaving_servers: Option<String>,
+        /// The whole new membership (`server.N=...` lines, commas or newlines).
+        pub new_members: Option<String>,
+        /// The config version the client expects (-1: any).
         pub cur_config_id: i64,
     }
 }

@@ -109,7 +109,7 @@ proptest! {
         round_trip(&GetAllChildrenNumberResponse { total_number: n });
         round_trip(&AuthPacket { auth_type: n, scheme: scheme.clone(), auth });
         round_trip(&WhoAmIResponse { client_info: a.iter().map(|u| ClientInfo { auth_scheme: scheme.clone(), user: u.clone() }).collect() });
-        round_trip(&ReconfigRequest { joining_servers: scheme.clone(), leaving_servers: scheme.clone(), new_members: scheme, cur_config_id: z });
+        round_trip(&ReconfigRequest { joining_servers: Some(scheme.clone()), leaving_servers: None, new_members: Some(scheme), cur_config_id: z });
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! DataTree.processTxn and FinalRequestProcessor), then the result is encoded as the
 //! reply the client expects for its opcode.
 
+use super::reconfig::CONFIG_NODE;
 use super::reply;
 use super::txn::{Txn, TxnOp};
 use super::Server;
@@ -11,7 +12,8 @@ use crate::tree::{acl, path, Owner};
 use crate::watch::{ConnId, Table};
 use bytes::Bytes;
 use jute::{
-    Acl, Create2Response, CreateResponse, ErrorResponse, MultiHeader, Record, Stat, StatResponse,
+    Acl, Create2Response, CreateResponse, ErrorResponse, GetDataResponse, MultiHeader, Record,
+    Stat, StatResponse,
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -27,6 +29,12 @@ pub enum OpResult {
     },
     Delete,
     SetData(Stat),
+    /// A reconfig's reply is a GetDataResponse (FinalRequestProcessor): the new config
+    /// text and the Stat of `/zookeeper/config` after the txn.
+    Reconfig {
+        data: Bytes,
+        stat: Stat,
+    },
     SetAcl(Stat),
     Check,
     Multi(Vec<OpResult>),
@@ -50,7 +58,6 @@ impl Server {
     /// configuration), mtime `now_ms`, and NodeDataChanged to its data watchers. The
     /// tree digest does not count `/zookeeper/` nodes, so it does not move.
     pub fn init_config_node(&mut self, membership: &[u8], now_ms: i64) {
-        const CONFIG_NODE: &str = "/zookeeper/config";
         // mzxid: the config's version, the hex of the text's last `version=` line.
         let version = std::str::from_utf8(membership)
             .ok()
@@ -175,6 +182,23 @@ impl Server {
                     );
                     OpResult::SetData(stat)
                 }),
+            // DataTree.processTxn applies a reconfig as a setData of the config node.
+            TxnOp::Reconfig { data } => self
+                .tree
+                .set_data(CONFIG_NODE, Some(&data[..]), -1, zxid, time_ms)
+                .map(|stat| {
+                    self.fire(
+                        Table::Data,
+                        CONFIG_NODE,
+                        event::NODE_DATA_CHANGED,
+                        &BTreeSet::new(),
+                        |s| s.acl_of(CONFIG_NODE),
+                    );
+                    OpResult::Reconfig {
+                        data: data.clone(),
+                        stat,
+                    }
+                }),
             TxnOp::SetAcl {
                 path,
                 acl,
@@ -256,6 +280,11 @@ impl Server {
                 let _ = self
                     .tree
                     .set_data(path, data.as_deref(), *version, zxid, time_ms);
+            }
+            TxnOp::Reconfig { data } => {
+                let _ = self
+                    .tree
+                    .set_data(CONFIG_NODE, Some(&data[..]), -1, zxid, time_ms);
             }
             TxnOp::SetAcl {
                 path,
@@ -377,6 +406,11 @@ fn encode_op(buf: &mut bytes::BytesMut, r: &OpResult) {
         OpResult::SetData(stat) | OpResult::SetAcl(stat) => {
             StatResponse { stat: stat.clone() }.encode(buf)
         }
+        OpResult::Reconfig { data, stat } => GetDataResponse {
+            data: Some(data.clone()),
+            stat: stat.clone(),
+        }
+        .encode(buf),
         _ => {}
     }
 }

@@ -18,6 +18,7 @@ pub mod member;
 pub mod prep;
 pub mod read_only;
 pub mod reads;
+pub mod reconfig;
 pub mod recovery;
 mod refused;
 pub mod reply;
@@ -312,6 +313,9 @@ pub struct Server {
     /// Read-only: the sessions of this member's own read-only clients, never in the
     /// replicated table (see [`read_only`]); rebuilt each time read-only mode starts.
     ro_sessions: SessionTracker,
+    /// Leader: what prepping a reconfig needs from the Zab core; `None` standalone and
+    /// on other members, where a reconfig gets UNIMPLEMENTED (or RECONFIGDISABLED).
+    reconfig: Option<reconfig::ReconfigContext>,
 }
 
 impl Server {
@@ -359,7 +363,19 @@ impl Server {
             revalidate_replies: Vec::new(),
             awaiting_revalidations: HashMap::default(),
             ro_sessions: SessionTracker::new(tick, 0),
+            reconfig: None,
         }
+    }
+
+    /// Sets what prepping a reconfig request needs (see [`reconfig::ReconfigContext`]);
+    /// the member runtime sets it on the leader whenever the Zab core's configs or
+    /// synced followers change. `None` (standalone, or not the leader) keeps the
+    /// answers of a server that cannot reconfigure: UNIMPLEMENTED when reconfigEnabled,
+    /// RECONFIGDISABLED otherwise. With `Some`, a reconfig is prepped in ZooKeeper's
+    /// order ([`reconfig`]) into a [`TxnOp::Reconfig`] versioned by the zxid its
+    /// proposal gets (the context's `next_zxid` is not used here).
+    pub fn set_reconfig_context(&mut self, ctx: Option<reconfig::ReconfigContext>) {
+        self.reconfig = ctx;
     }
 
     /// Takes the queued storage operations, in order.
@@ -759,7 +775,12 @@ impl Server {
             identities,
             session_id,
         );
+        let next_zxid = (self.proposed_zxid + 1) as u64;
         let r = match &req {
+            // ZooKeeper checks reconfigEnabled before the session.
+            Request::Reconfig(_) if !self.settings.reconfig_enabled => {
+                Err(ErrorCode::ReconfigDisabled)
+            }
             _ if moved => Err(ErrorCode::SessionMoved),
             Request::Create(c) => p.create(c),
             Request::Delete(d) => p.delete(&d.path, d.version),
@@ -768,10 +789,12 @@ impl Server {
             Request::SetAcl(s) => p.set_acl(&s.path, &s.acl, s.version),
             Request::Check(c) => p.check(&c.path, c.version),
             Request::Multi(ops) => Ok(p.multi(ops)),
-            // Standalone ZooKeeper answers UNIMPLEMENTED when reconfig is enabled (no
-            // ensemble to change) and RECONFIGDISABLED otherwise.
-            Request::Reconfig(_) if self.settings.reconfig_enabled => Err(ErrorCode::Unimplemented),
-            Request::Reconfig(_) => Err(ErrorCode::ReconfigDisabled),
+            // A server that does not lead answers UNIMPLEMENTED (ZooKeeper's standalone
+            // server is no LeaderZooKeeperServer).
+            Request::Reconfig(r) => match &self.reconfig {
+                Some(ctx) => reconfig::prep(&mut p, r, ctx, next_zxid),
+                None => Err(ErrorCode::Unimplemented),
+            },
             Request::Rejected(r) => Err(r.code),
             Request::CloseSession => Ok(p.close_session(self.session_ephemerals(session_id))),
             _ => Err(ErrorCode::Unimplemented),

@@ -430,6 +430,24 @@ impl<'a> Prep<'a> {
         })
     }
 
+    /// Preps the txn of a reconfig whose new configuration text is `data`, as
+    /// ZooKeeper's prep ends one: WRITE on `/zookeeper/config` (whose ACL lets world
+    /// only READ, ZOOKEEPER-2014, so the super user passes), then a setData of it at
+    /// dataVersion -1 (PrepRequestProcessor, case reconfig).
+    ///
+    /// Errors: NOAUTH; NONODE if the config node is missing (never, in a tree made by
+    /// [`DataTree::new`]).
+    pub fn reconfig(&mut self, data: bytes::Bytes) -> Result<TxnOp, ErrorCode> {
+        let p = super::reconfig::CONFIG_NODE;
+        let node = self.node(p)?;
+        self.check_acl(&node, perm::WRITE)?;
+        let mut updated = node;
+        updated.version = -1;
+        updated.data_len = data.len() as i64;
+        self.overlay.insert(p.to_string(), Some(updated));
+        Ok(TxnOp::Reconfig { data })
+    }
+
     /// Preps one setACL.
     pub fn set_acl(&mut self, p: &str, acl_in: &[Acl], version: i32) -> Result<TxnOp, ErrorCode> {
         Self::validate(p)?;

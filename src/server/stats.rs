@@ -452,6 +452,11 @@ impl Server {
                 let len = data.as_ref().map_or(0, |d| d.len());
                 w.add(path, (path.len() + len) as u64);
             }
+            // DataTree.setData counts a reconfig's write too.
+            TxnOp::Reconfig { data } => {
+                let path = super::reconfig::CONFIG_NODE;
+                w.add(path, (path.len() + data.len()) as u64);
+            }
             TxnOp::Delete { path } => w.add(path, path.len() as u64),
             TxnOp::CloseSession { ephemerals } => {
                 for path in ephemerals {

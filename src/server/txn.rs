@@ -69,6 +69,13 @@ pub enum TxnOp {
         /// logged before keel kept it.
         version: i32,
     },
+    /// A reconfig that passed prep (opcode 16): sets `/zookeeper/config` to `data`,
+    /// the new configuration's text ([`crate::zab::quorum::QuorumVerifier::text`],
+    /// whose version is this txn's zxid), at dataVersion -1 as ZooKeeper's reconfig
+    /// SetDataTxn leaves it (PrepRequestProcessor, DataTree.processTxn).
+    Reconfig {
+        data: Bytes,
+    },
     /// All ops of a multi that passed prep; a failed multi is an `Error` list instead.
     Multi(Vec<TxnOp>),
     /// A failed multi: per-op error codes (0 before the failure, the failure's code,
@@ -94,6 +101,7 @@ mod tag {
     pub const ERROR: u8 = 10;
     /// A check with its version (tag 7 is the older form without it).
     pub const CHECK_VERSION: u8 = 11;
+    pub const RECONFIG: u8 = 12;
 }
 
 fn encode_op(op: &TxnOp, b: &mut bytes::BytesMut) {
@@ -153,6 +161,10 @@ fn encode_op(op: &TxnOp, b: &mut bytes::BytesMut) {
             b.put_u8(tag::CHECK_VERSION);
             path.encode(b);
             b.put_i32(*version);
+        }
+        TxnOp::Reconfig { data } => {
+            b.put_u8(tag::RECONFIG);
+            data.encode(b);
         }
         TxnOp::Multi(ops) => {
             b.put_u8(tag::MULTI);
@@ -220,6 +232,7 @@ fn decode_op(d: &mut jute::Decoder<'_>, depth: u32) -> Result<TxnOp, jute::JuteE
             path: d.record()?,
             version: d.int()?,
         },
+        tag::RECONFIG if depth == 0 => TxnOp::Reconfig { data: d.record()? },
         tag::MULTI if depth == 0 => {
             let n = d.int()?;
             if n < 0 || n as usize > d.remaining().len() {
@@ -295,6 +308,7 @@ fn size_hint(op: &TxnOp) -> usize {
             path, data: d, acl, ..
         } => 32 + path.len() + data(d) + 48 * acl.len(),
         TxnOp::SetData { path, data: d, .. } => 32 + path.len() + data(d),
+        TxnOp::Reconfig { data } => 32 + data.len(),
         TxnOp::Delete { path } | TxnOp::Check { path, .. } => 16 + path.len(),
         TxnOp::SetAcl { path, acl, .. } => 16 + path.len() + 48 * acl.len(),
         TxnOp::Multi(ops) => ops.iter().map(|o| 8 + size_hint(o)).sum(),
@@ -364,6 +378,9 @@ mod tests {
         ];
         let mut all = ops.clone();
         all.push(TxnOp::Multi(ops));
+        all.push(TxnOp::Reconfig {
+            data: Bytes::from_static(b"server.1=a:1:2:participant;0.0.0.0:2181\nversion=100000001"),
+        });
         for (i, op) in all.into_iter().enumerate() {
             let t = Txn {
                 zxid: 0x1_0000_0000 + i as i64,

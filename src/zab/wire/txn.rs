@@ -29,6 +29,7 @@ use super::WireError;
 use crate::import::passwd::session_passwd;
 use crate::proto::opcode as op;
 use crate::proto::ErrorCode;
+use crate::server::reconfig::CONFIG_NODE;
 use crate::server::txn::{Txn, TxnOp};
 use crate::tree::znode::{CONTAINER_OWNER, MAX_TTL_MS, TTL_MASK};
 
@@ -552,6 +553,16 @@ fn op_from_keel(o: &TxnOp, session_id: i64, top: bool) -> Result<(i32, ZkTxn), W
                 .collect::<Result<_, _>>()?;
             (op::MULTI, ZkTxn::Multi(ops))
         }
+        // PrepRequestProcessor's reconfig txn: a SetDataTxn of the config node at
+        // version -1 under header type 16.
+        TxnOp::Reconfig { data } => (
+            op::RECONFIG,
+            ZkTxn::SetData {
+                path: CONFIG_NODE.to_string(),
+                data: Some(data.clone()),
+                version: -1,
+            },
+        ),
         TxnOp::MultiError(codes) if codes.is_empty() => {
             return Err(zk_error(
                 "a failed multi without ops: it would read back as an empty multi",
@@ -633,10 +644,17 @@ fn op_to_keel(t: &ZkTxn, header: &TxnHeader, top: bool) -> Result<TxnOp, WireErr
             }
         }
         ZkTxn::Delete { path } => TxnOp::Delete { path: path.clone() },
-        ZkTxn::SetData { .. } if top && header.kind == op::RECONFIG => {
-            return Err(keel_error(
-                "reconfig: keel has no dynamic reconfiguration",
-            ))
+        ZkTxn::SetData {
+            path,
+            data: Some(data),
+            version: -1,
+        } if top && header.kind == op::RECONFIG && path == CONFIG_NODE => TxnOp::Reconfig {
+            data: data.clone(),
+        },
+        ZkTxn::SetData { path, .. } if top && header.kind == op::RECONFIG => {
+            return Err(keel_error(format!(
+                "a reconfig txn that sets {path:?} other than as ZooKeeper's prep writes it (data of {CONFIG_NODE} at version -1): keel's reconfig txn carries only the config text"
+            )))
         }
         ZkTxn::SetData {
             path,
@@ -683,7 +701,8 @@ fn op_to_keel(t: &ZkTxn, header: &TxnHeader, top: bool) -> Result<TxnOp, WireErr
 ///
 /// Errors, where keel's txn cannot say what ZooKeeper's record says: a closeSession
 /// without its ephemeral list, a create without parentCVersion (CreateTxnV0), a
-/// reconfig, an error code keel does not know.
+/// reconfig txn (type 16) that is not a SetDataTxn of `/zookeeper/config` with data at
+/// version -1, an error code keel does not know.
 pub fn to_keel(header: &TxnHeader, txn: &ZkTxn) -> Result<Txn, WireError> {
     Ok(Txn {
         zxid: header.zxid,
@@ -803,6 +822,43 @@ mod tests {
         );
     }
 
+    /// PrepRequestProcessor's reconfig txn: TxnHeader type 16, then SetDataTxn of
+    /// /zookeeper/config with the config text at version -1.
+    #[test]
+    fn reconfig_golden_bytes() {
+        let t = Txn {
+            zxid: 0x1_0000_0002,
+            time_ms: 1000,
+            session_id: 0x1234,
+            cxid: 3,
+            op: TxnOp::Reconfig {
+                data: Bytes::from_static(b"version=100000002"),
+            },
+        };
+        let want = hex(
+            "0000000000001234 00000003 0000000100000002 00000000000003E8 00000010
+             00000011 2F7a6f6f6b65657065722F636f6e666967
+             00000011 76657273696f6e3d313030303030303032
+             FFFFFFFF",
+        );
+        assert_eq!(&encode_keel(&t).unwrap()[..], &want[..]);
+        assert_eq!(decode_keel(&want).unwrap(), t);
+        // The zab core reads the new config out of exactly these bytes.
+        let qv_text = "server.1=a:1:2:participant\nserver.2=b:1:2:participant\nversion=100000002";
+        let mut with_servers = t.clone();
+        with_servers.op = TxnOp::Reconfig {
+            data: Bytes::from_static(qv_text.as_bytes()),
+        };
+        let payload = encode_keel(&with_servers).unwrap();
+        let qv = crate::zab::reconfig::config_of_txn(&payload).expect("a config");
+        assert_eq!(qv.version(), 0x1_0000_0002);
+        assert_eq!(qv.text(), qv_text);
+        // Never inside a multi: ZooKeeper's multi holds no reconfig.
+        let mut multi = t;
+        multi.op = TxnOp::Multi(vec![TxnOp::Reconfig { data: Bytes::new() }]);
+        assert!(encode_keel(&multi).is_err());
+    }
+
     #[test]
     fn what_has_no_other_form_is_an_error() {
         let t = |op| Txn {
@@ -876,6 +932,22 @@ mod tests {
                     path: "/zookeeper/config".into(),
                     data: None,
                     version: -1,
+                },
+            ),
+            (
+                op::RECONFIG,
+                ZkTxn::SetData {
+                    path: "/other".into(),
+                    data: Some(Bytes::from_static(b"version=1")),
+                    version: -1,
+                },
+            ),
+            (
+                op::RECONFIG,
+                ZkTxn::SetData {
+                    path: "/zookeeper/config".into(),
+                    data: Some(Bytes::from_static(b"version=1")),
+                    version: 3,
                 },
             ),
             (
@@ -1011,6 +1083,8 @@ mod tests {
             proptest::collection::vec(multi_op(session_id), 0..4).prop_map(TxnOp::Multi),
             proptest::collection::vec(code(), 1..4).prop_map(TxnOp::MultiError),
             code().prop_map(TxnOp::Error),
+            proptest::collection::vec(any::<u8>(), 0..60)
+                .prop_map(|d| TxnOp::Reconfig { data: d.into() }),
         ]
     }
 
