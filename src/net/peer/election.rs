@@ -16,9 +16,20 @@
 //! - Frames (int length + body) longer than PACKETMAXSIZE or not positive close the
 //!   connection; a body that is not a notification is skipped, as ZooKeeper's
 //!   WorkerReceiver skips it.
+//! - Membership ([`super::PeerNet::set_members`]): a link dials its member's election
+//!   address as the last server line gave it; when that changes, the connection made
+//!   before is closed and the new address dialed at once. A sid with no server line
+//!   that dials in is handled as QuorumCnxManager `handleConnection` handles any sid:
+//!   kept if the tie-break says so, else dialed back at the address its initial
+//!   message gave (the first, for V2). keel records that address in a link of its own
+//!   (at most [`PeerParams::unlisted_links`] such), so the core's notifications reach
+//!   the sid and the link redials it after a break. An initiator announcing
+//!   OBSERVER_ID is refused: ZooKeeper invents a negative sid for it, which no core
+//!   could address.
 //!
 //! [`PeerParams::reconnect_min`]: super::PeerParams::reconnect_min
 //! [`PeerParams::reconnect_max`]: super::PeerParams::reconnect_max
+//! [`PeerParams::unlisted_links`]: super::PeerParams::unlisted_links
 
 use std::collections::VecDeque;
 use std::io;
@@ -34,6 +45,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
+use tokio::task::AbortHandle;
 use tracing::{debug, info, warn};
 
 use super::link::{self, invalid, READ_CHUNK};
@@ -41,7 +53,7 @@ use super::{Event, LinkInfo, Shared};
 use crate::zab::message::Message;
 use crate::zab::wire::election::{
     decode_frame, decode_notification, encode_frame, encode_notification, incoming,
-    initiator_keeps, ElectionAddress, Incoming, InitialMessage, MAX_ADDRESS_BYTES,
+    initiator_keeps, ElectionAddress, Incoming, InitialMessage, MAX_ADDRESS_BYTES, OBSERVER_ID,
 };
 use crate::zab::Sid;
 
@@ -60,6 +72,45 @@ pub(crate) enum Command {
     DialBack,
 }
 
+/// A connection a link carries, and the [`Target::version`] it belongs to: a
+/// connection made before the target last moved is closed.
+struct Conn {
+    stream: TcpStream,
+    /// Bytes read after the initial message (an adopted connection).
+    rest: BytesMut,
+    version: u64,
+}
+
+/// Where a link dials.
+struct Target {
+    /// The peer's election address: its server line's, or the one its initial message
+    /// gave; `None` while neither is known (a legacy initial message carries none).
+    address: Option<ElectionAddress>,
+    /// How many times a server line moved `address`.
+    version: u64,
+}
+
+/// An election link as [`super::Peers`] holds it: its outbox and its task.
+pub(crate) struct Link {
+    pub(crate) outbox: Arc<Outbox>,
+    task: AbortHandle,
+}
+
+impl Link {
+    /// Starts the link to `peer`; it dials `address` once it has something to send.
+    pub(crate) fn start(shared: &Arc<Shared>, peer: Sid, address: Option<ElectionAddress>) -> Link {
+        let (outbox, commands) = Outbox::new(address);
+        let outbox = Arc::new(outbox);
+        let task = shared.spawn(run_link(shared.clone(), peer, outbox.clone(), commands));
+        Link { outbox, task }
+    }
+
+    /// Ends the link: its task, its connection, its queued notification.
+    pub(crate) fn stop(self) {
+        self.task.abort();
+    }
+}
+
 /// A link's outgoing side: its queue, the listener's commands, what is connected.
 pub(crate) struct Outbox {
     queue: Mutex<VecDeque<Bytes>>,
@@ -69,11 +120,15 @@ pub(crate) struct Outbox {
     commands: mpsc::Sender<Command>,
     connected: Mutex<Option<(SocketAddr, SocketAddr)>>,
     connections: AtomicU64,
+    target: Mutex<Target>,
+    /// Woken when a server line moves `target`.
+    moved: Notify,
 }
 
 impl Outbox {
-    /// An empty outbox and the receiving end of its commands, for [`run_link`].
-    pub(crate) fn new() -> (Outbox, mpsc::Receiver<Command>) {
+    /// An empty outbox dialing `address`, and the receiving end of its commands, for
+    /// [`run_link`].
+    fn new(address: Option<ElectionAddress>) -> (Outbox, mpsc::Receiver<Command>) {
         let (commands, rx) = mpsc::channel(COMMANDS);
         let outbox = Outbox {
             queue: Mutex::new(VecDeque::with_capacity(SEND_CAPACITY)),
@@ -82,8 +137,54 @@ impl Outbox {
             commands,
             connected: Mutex::new(None),
             connections: AtomicU64::new(0),
+            target: Mutex::new(Target {
+                address,
+                version: 0,
+            }),
+            moved: Notify::new(),
         };
         (outbox, rx)
+    }
+
+    /// Points the link at a server line's election address; if that is a change, the
+    /// connection made before is closed and `address` dialed at once. Whether it was.
+    pub(crate) fn move_to(&self, address: ElectionAddress) -> bool {
+        let mut t = self.target.lock();
+        if t.address.as_ref() == Some(&address) {
+            return false;
+        }
+        t.address = Some(address);
+        t.version += 1;
+        drop(t);
+        self.moved.notify_one();
+        true
+    }
+
+    /// Records the address an initial message gave, for a sid with no server line: the
+    /// next dial goes there; the connection it came on is sorted by the tie-break.
+    fn record(&self, address: ElectionAddress) {
+        self.target.lock().address = Some(address);
+    }
+
+    fn version(&self) -> u64 {
+        self.target.lock().version
+    }
+
+    /// Returns once the target has moved past `version`.
+    async fn moved_since(&self, version: u64) {
+        // `notify_one` keeps a permit when nobody waits, so a move between the check
+        // and the wait still wakes it; a stale permit only re-checks.
+        while self.version() == version {
+            self.moved.notified().await;
+        }
+    }
+
+    fn adopt(&self, stream: TcpStream, rest: BytesMut) -> Conn {
+        Conn {
+            stream,
+            rest,
+            version: self.version(),
+        }
     }
 
     fn push(&self, frame: Bytes) {
@@ -119,7 +220,8 @@ pub(crate) fn send(shared: &Shared, to: Sid, msg: &Message) {
     let Message::Notification(n) = msg else {
         return;
     };
-    let Some(outbox) = shared.election.get(&to) else {
+    let outbox = shared.peers.lock().links.get(&to).map(|l| l.outbox.clone());
+    let Some(outbox) = outbox else {
         warn!("election: no server.{to} line; notification dropped");
         return;
     };
@@ -161,10 +263,15 @@ async fn introduce(shared: Arc<Shared>, mut stream: TcpStream, addr: SocketAddr)
         .await
         .map_err(|_| invalid("no initial message within cnxTimeout"))??;
     let sid = hello.sid;
-    let Some(outbox) = shared.election.get(&sid) else {
-        return Err(invalid(format!("sid {sid} has no server line")));
-    };
-    match incoming(shared.my_sid, sid) {
+    if sid == OBSERVER_ID {
+        return Err(invalid("an observer with no sid (OBSERVER_ID)"));
+    }
+    let decision = incoming(shared.my_sid, sid);
+    if decision == Incoming::OwnSid {
+        return Err(invalid("the initiator has this member's own sid"));
+    }
+    let outbox = link_for(&shared, sid, hello.addresses.first(), addr)?;
+    match decision {
         Incoming::Keep => {
             debug!("election: server.{sid} connected from {addr}");
             if outbox
@@ -180,16 +287,62 @@ async fn introduce(shared: Arc<Shared>, mut stream: TcpStream, addr: SocketAddr)
             // A full command queue already holds a dial-back or a connection.
             let _ = outbox.commands.try_send(Command::DialBack);
         }
-        Incoming::OwnSid => return Err(invalid("the initiator has this member's own sid")),
+        Incoming::OwnSid => unreachable!("refused above"),
     }
     Ok(())
 }
 
-/// Dials `peer` and sends the initial message: the connection when this member's sid
-/// is the larger, else `None` once the message is sent (the peer dials back).
-async fn dial(shared: &Shared, peer: Sid) -> io::Result<Option<TcpStream>> {
-    let m = &shared.members[&peer];
-    let mut stream = link::connect(&m.host, m.election_port, shared.params.cnx_timeout).await?;
+/// The link to `sid`, which just introduced itself from `from` giving `advertised`:
+/// the one its server line made, or one recorded for a sid with none (the address
+/// kept up to date as the sid gives it).
+///
+/// Errors: a sid with no server line, none recorded yet and
+/// [`PeerParams::unlisted_links`](super::PeerParams::unlisted_links) such links
+/// already.
+fn link_for(
+    shared: &Arc<Shared>,
+    sid: Sid,
+    advertised: Option<&ElectionAddress>,
+    from: SocketAddr,
+) -> io::Result<Arc<Outbox>> {
+    let mut peers = shared.peers.lock();
+    let listed = peers.members.contains_key(&sid);
+    if let Some(link) = peers.links.get(&sid) {
+        if let (false, Some(a)) = (listed, advertised) {
+            link.outbox.record(a.clone());
+        }
+        return Ok(link.outbox.clone());
+    }
+    if peers.unlisted() >= shared.params.unlisted_links {
+        return Err(invalid(format!(
+            "sid {sid} has no server line and {} such links exist",
+            shared.params.unlisted_links
+        )));
+    }
+    info!("election: server.{sid} has no server line; introduced itself from {from} as {advertised:?}");
+    let link = Link::start(shared, sid, advertised.cloned());
+    let outbox = link.outbox.clone();
+    peers.links.insert(sid, link);
+    Ok(outbox)
+}
+
+/// Dials `peer` at the link's target and sends the initial message: the connection
+/// when this member's sid is the larger, else `None` once the message is sent (the
+/// peer dials back).
+///
+/// Errors: no address is known, the connect or the write fails.
+async fn dial(shared: &Shared, peer: Sid, outbox: &Outbox) -> io::Result<Option<Conn>> {
+    let (address, version) = {
+        let t = outbox.target.lock();
+        (t.address.clone(), t.version)
+    };
+    let Some(to) = address else {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "no election address known",
+        ));
+    };
+    let mut stream = link::connect(&to.host, to.port, shared.params.cnx_timeout).await?;
     let hello = InitialMessage::v1(
         shared.my_sid,
         ElectionAddress {
@@ -201,16 +354,30 @@ async fn dial(shared: &Shared, peer: Sid) -> io::Result<Option<TcpStream>> {
     .map_err(invalid)?;
     stream.write_all(&hello).await?;
     if initiator_keeps(shared.my_sid, peer) {
-        Ok(Some(stream))
+        Ok(Some(Conn {
+            stream,
+            rest: BytesMut::new(),
+            version,
+        }))
     } else {
         let _ = stream.shutdown().await;
         Ok(None)
     }
 }
 
+/// How a link's connections ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    /// It broke or the peer closed it.
+    Broke,
+    /// A server line moved the peer: the new address is to be dialed now.
+    Moved,
+}
+
 /// One link's life: connect when there is something to say, carry notifications both
-/// ways, take the connections the listener adopts, dial again after a break.
-pub(crate) async fn run_link(
+/// ways, take the connections the listener adopts, dial again after a break or at
+/// once when the peer's address moves. Ends only when aborted ([`Link::stop`]).
+async fn run_link(
     shared: Arc<Shared>,
     peer: Sid,
     outbox: Arc<Outbox>,
@@ -225,21 +392,23 @@ pub(crate) async fn run_link(
         if !redial && outbox.is_empty() {
             tokio::select! {
                 cmd = commands.recv() => match cmd {
-                    Some(Command::Adopt(s, rest)) => adopted = Some((s, rest)),
+                    Some(Command::Adopt(s, rest)) => adopted = Some(outbox.adopt(s, rest)),
                     Some(Command::DialBack) => {}
                     None => return,
                 },
                 _ = outbox.ready.notified() => {}
             }
         }
-        let conn = match adopted {
+        let mut conn = match adopted {
             Some(c) => Some(c),
-            None => match dial(&shared, peer).await {
-                Ok(Some(s)) => Some((s, BytesMut::new())),
+            None => match dial(&shared, peer, &outbox).await {
+                Ok(Some(c)) => Some(c),
                 Ok(None) => {
                     // The smaller sid: the peer dials back within cnxTimeout.
                     tokio::select! {
-                        cmd = wait_adopt(&mut commands) => cmd,
+                        cmd = wait_adopt(&mut commands) => {
+                            cmd.map(|(s, rest)| outbox.adopt(s, rest))
+                        }
                         _ = tokio::time::sleep(params.cnx_timeout) => None,
                     }
                 }
@@ -249,13 +418,17 @@ pub(crate) async fn run_link(
                 }
             },
         };
-        let mut conn = conn;
         loop {
             match conn.take() {
                 Some(c) => {
                     let started = Instant::now();
-                    run_connections(&shared, peer, &outbox, &mut commands, c).await;
+                    let end = run_connections(&shared, peer, &outbox, &mut commands, c).await;
                     redial = outbox.last.lock().is_some();
+                    if end == End::Moved {
+                        backoff = params.reconnect_min;
+                        redial = true;
+                        break;
+                    }
                     // One that lived long was healthy: dial again at once. One the peer
                     // drops at once (it does not know us, say) must not make a loop.
                     if started.elapsed() >= params.reconnect_max {
@@ -266,18 +439,24 @@ pub(crate) async fn run_link(
                 None => redial = true,
             }
             // Wait before dialing again, taking a connection the peer opens meanwhile;
-            // a peer asking to be dialed back is up, so dial it now.
+            // a peer asking to be dialed back is up, and a moved one is elsewhere: dial
+            // it now.
             let wait = backoff;
             backoff = (backoff * 2).min(params.reconnect_max);
             tokio::select! {
                 cmd = commands.recv() => match cmd {
-                    Some(Command::Adopt(s, rest)) => conn = Some((s, rest)),
+                    Some(Command::Adopt(s, rest)) => conn = Some(outbox.adopt(s, rest)),
                     Some(Command::DialBack) => {
                         redial = true;
                         break;
                     }
                     None => return,
                 },
+                _ = outbox.moved.notified() => {
+                    backoff = params.reconnect_min;
+                    redial = true;
+                    break;
+                }
                 _ = tokio::time::sleep(wait) => break,
             }
         }
@@ -296,18 +475,22 @@ async fn wait_adopt(commands: &mut mpsc::Receiver<Command>) -> Option<(TcpStream
 }
 
 /// Carries a connection, and each newer one the listener adopts in its place, until
-/// one breaks.
+/// one breaks or the peer's address moves past the one it was made for.
 async fn run_connections(
     shared: &Shared,
     peer: Sid,
     outbox: &Outbox,
     commands: &mut mpsc::Receiver<Command>,
-    mut conn: (TcpStream, BytesMut),
-) {
+    mut conn: Conn,
+) -> End {
     loop {
-        let (stream, rest) = conn;
+        let Conn {
+            stream,
+            rest,
+            version,
+        } = conn;
         let (Ok(local), Ok(remote)) = (stream.local_addr(), stream.peer_addr()) else {
-            return;
+            return End::Broke;
         };
         outbox.connections.fetch_add(1, Ordering::Relaxed);
         *outbox.connected.lock() = Some((local, remote));
@@ -318,20 +501,27 @@ async fn run_connections(
                 if let Err(e) = r {
                     warn!("election connection to server.{peer} at {remote}: {e}; closed");
                 }
-                None
+                Err(End::Broke)
             }
             w = write_frames(outbox, wr) => {
                 if let Err(e) = w {
                     info!("election connection to server.{peer} at {remote}: write failed: {e}");
                 }
-                None
+                Err(End::Broke)
             }
-            c = wait_adopt(commands) => c,
+            c = wait_adopt(commands) => match c {
+                Some((s, rest)) => Ok(outbox.adopt(s, rest)),
+                None => Err(End::Broke),
+            },
+            _ = outbox.moved_since(version) => {
+                info!("election: server.{peer} moved; closing the connection at {remote}");
+                Err(End::Moved)
+            }
         };
         *outbox.connected.lock() = None;
         match next {
-            Some(c) => conn = c,
-            None => return,
+            Ok(c) => conn = c,
+            Err(end) => return end,
         }
     }
 }

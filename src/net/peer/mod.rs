@@ -5,12 +5,15 @@
 //! [`PeerNet::start`] binds both ports and returns the handle the member runtime sends
 //! through ([`PeerNet::send`], [`PeerNet::close`], both non-blocking) and the
 //! [`PeerInbox`] it receives [`Input::Message`] and [`Input::Disconnected`] from.
+//! [`PeerNet::set_members`] follows a dynamic reconfiguration (ZooKeeper 3.5+): who
+//! the other members are and where they listen may change while the ensemble runs.
 //!
 //! - [`election`]: the election port as ZooKeeper's QuorumCnxManager runs it: one link
-//!   per other member, its handshake and sid tie-break, reconnects with back-off.
+//!   per other member, its handshake and sid tie-break, reconnects with back-off, and
+//!   links to sids without a server line that introduce themselves.
 //! - [`quorum`]: the quorum port: learner -> leader connections, one per peer in
 //!   either direction, each with a generation so a replaced or closed connection's
-//!   late bytes never reach the core.
+//!   late bytes never reach the core; a learner of any sid but our own may connect.
 //! - [`link`]: what both ports share: connecting with a timeout, the batched writer,
 //!   socket options.
 //!
@@ -21,6 +24,10 @@
 //! queue one notification; each connection's read buffer at most one packet (the frame
 //! bound on the election port, `jute.maxbuffer` on the quorum port, a SNAP stream at
 //! most [`PeerParams::max_snapshot_bytes`]); the inbox [`PeerParams::inbox_messages`].
+//! There is one election link per other member with a server line in the last
+//! [`PeerNet::set_members`] (or at start) and at most [`PeerParams::unlisted_links`]
+//! more, for sids without one that dialed in; quorum connections are one per peer sid,
+//! and only sids that dialed in or that the core asked to reach have one.
 //! A full election queue drops its oldest notification (ZooKeeper's send queue holds
 //! one and the newest wins: a vote supersedes the ones before it). A full quorum queue
 //! closes that peer's connection and reports [`Input::Disconnected`]: Zab's quorum
@@ -40,11 +47,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
+use tracing::info;
 
 use crate::config::ServerSpec;
 use crate::zab::message::{Channel, Message};
 use crate::zab::wire::config::{quorum_config_text, ServerLine};
+use crate::zab::wire::election::ElectionAddress;
 use crate::zab::wire::packet::Limits;
 use crate::zab::wire::{max_buffer_bytes, DEFAULT_JUTE_MAXBUFFER};
 use crate::zab::{Input, Sid};
@@ -79,6 +88,10 @@ pub struct PeerParams {
     pub reconnect_min: Duration,
     /// The longest wait between an election link's dials.
     pub reconnect_max: Duration,
+    /// How many election links this member keeps for sids with no server line that
+    /// dialed in (a server joining by reconfig, before the config that adds it); one
+    /// more is refused. ZooKeeper keeps no such bound; keel bounds every table.
+    pub unlisted_links: usize,
 }
 
 impl Default for PeerParams {
@@ -94,12 +107,13 @@ impl Default for PeerParams {
             inbox_messages: 4096,
             reconnect_min: Duration::from_millis(100),
             reconnect_max: Duration::from_millis(5000),
+            unlisted_links: 64,
         }
     }
 }
 
 /// Another member as its server.N line names it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Member {
     pub(crate) host: String,
     pub(crate) quorum_port: u16,
@@ -122,16 +136,42 @@ pub(crate) enum Event {
     Closed { peer: Sid, generation: u64 },
 }
 
+/// Who the other members are and the election link to each, changed by
+/// [`PeerNet::set_members`] and by sids without a server line that introduce
+/// themselves on the election port.
+#[derive(Default)]
+pub(crate) struct Peers {
+    /// Every other member with a server line in the last [`PeerNet::set_members`] (or
+    /// at start): where its quorum and election ports are.
+    pub(crate) members: BTreeMap<Sid, Member>,
+    /// The election link to each of `members`, and to each sid without a server line
+    /// that dialed in (at most [`PeerParams::unlisted_links`] of those).
+    pub(crate) links: BTreeMap<Sid, election::Link>,
+}
+
+impl Peers {
+    /// How many links belong to sids without a server line.
+    pub(crate) fn unlisted(&self) -> usize {
+        self.links
+            .keys()
+            .filter(|sid| !self.members.contains_key(sid))
+            .count()
+    }
+}
+
 /// What the handle, the inbox and every connection task share.
 pub(crate) struct Shared {
     pub(crate) my_sid: Sid,
     pub(crate) me: Member,
-    pub(crate) members: BTreeMap<Sid, Member>,
     pub(crate) params: PeerParams,
-    /// The quorum config text every notification carries.
+    /// The quorum config text a notification carries when the core gave it none (the
+    /// static config at start; the core fills in its own when reconfig is on).
     pub(crate) static_config: Bytes,
     pub(crate) limits: Limits,
-    pub(crate) election: BTreeMap<Sid, Arc<election::Outbox>>,
+    /// The members and the election links, under one short lock: sending a
+    /// notification takes it once to find its link; the quorum path (PROPOSAL, COMMIT,
+    /// ACK) never takes it.
+    pub(crate) peers: Mutex<Peers>,
     pub(crate) quorum: Mutex<quorum::Slots>,
     /// Peers whose current quorum connection was dropped by this side (a full queue)
     /// or replaced by a newer incoming one: the inbox reports them before anything
@@ -142,11 +182,15 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Runs `f` until it ends or the [`PeerNet`] is dropped.
-    pub(crate) fn spawn(&self, f: impl std::future::Future<Output = ()> + Send + 'static) {
+    /// Runs `f` until it ends, is aborted by the handle returned, or the [`PeerNet`] is
+    /// dropped.
+    pub(crate) fn spawn(
+        &self,
+        f: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> AbortHandle {
         let mut tasks = self.tasks.lock();
         while tasks.try_join_next().is_some() {}
-        tasks.spawn(f);
+        tasks.spawn(f)
     }
 }
 
@@ -174,7 +218,7 @@ pub struct LinkInfo {
     pub connections: u64,
 }
 
-fn member_of(s: &ServerSpec) -> Member {
+fn member_of(s: &ServerLine) -> Member {
     Member {
         host: s.host.clone(),
         quorum_port: s.quorum_port,
@@ -197,9 +241,10 @@ impl PeerNet {
         servers: &[ServerSpec],
         params: PeerParams,
     ) -> io::Result<(PeerNet, PeerInbox)> {
-        let me = servers
+        let lines: Vec<ServerLine> = servers.iter().map(ServerLine::from).collect();
+        let me = lines
             .iter()
-            .find(|s| s.id == my_sid)
+            .find(|s| s.sid == my_sid)
             .map(member_of)
             .ok_or_else(|| {
                 io::Error::new(
@@ -207,7 +252,6 @@ impl PeerNet {
                     format!("no server.{my_sid} line"),
                 )
             })?;
-        let lines: Vec<ServerLine> = servers.iter().map(ServerLine::from).collect();
         let static_config = Bytes::from(quorum_config_text(&lines, 0));
         let bind_host = |host: &str| {
             if params.quorum_listen_on_all_ips {
@@ -220,33 +264,18 @@ impl PeerNet {
             tokio::net::TcpListener::bind((bind_host(&me.host), me.election_port)).await?;
         let quorum_listener =
             tokio::net::TcpListener::bind((bind_host(&me.host), me.quorum_port)).await?;
-        let members: BTreeMap<Sid, Member> = servers
-            .iter()
-            .filter(|s| s.id != my_sid)
-            .map(|s| (s.id, member_of(s)))
-            .collect();
-        let mut commands = Vec::new();
-        let election = members
-            .keys()
-            .map(|&sid| {
-                let (outbox, rx) = election::Outbox::new();
-                commands.push((sid, rx));
-                (sid, Arc::new(outbox))
-            })
-            .collect();
         let max_buffer = max_buffer_bytes(params.jute_max_buffer);
         let (events, rx) = mpsc::channel(params.inbox_messages.max(1));
         let shared = Arc::new(Shared {
             my_sid,
             me,
-            members,
             limits: Limits {
                 max_buffer,
                 max_packet: 2 * max_buffer,
             },
             params,
             static_config,
-            election,
+            peers: Mutex::new(Peers::default()),
             quorum: Mutex::new(quorum::Slots::default()),
             lost: Mutex::new(BTreeSet::new()),
             events,
@@ -254,16 +283,79 @@ impl PeerNet {
         });
         shared.spawn(election::listen(shared.clone(), election_listener));
         shared.spawn(quorum::listen(shared.clone(), quorum_listener));
-        for (sid, rx) in commands {
-            let outbox = shared.election[&sid].clone();
-            shared.spawn(election::run_link(shared.clone(), sid, outbox, rx));
-        }
+        let net = PeerNet { shared };
+        net.set_members(&lines);
         let inbox = PeerInbox {
-            shared: shared.clone(),
+            shared: net.shared.clone(),
             rx,
             held: None,
         };
-        Ok((PeerNet { shared }, inbox))
+        Ok((net, inbox))
+    }
+
+    /// Makes `servers` the members this network reaches: the union of the current and
+    /// the last seen configuration's server lines, as the runtime passes it on every
+    /// config change (ZooKeeper's QuorumCnxManager dials a sid found in either view,
+    /// `connectOne`; QuorumPeer `setLastSeenQuorumVerifier` connects to the new ones).
+    /// Our own line is skipped: the ports stay bound where they were at start.
+    ///
+    /// - A new sid gets an election link, which dials when the core first sends to it.
+    /// - A sid whose election address changed dials the new one from now on; its
+    ///   election connection, whichever side opened it, is closed and the new address
+    ///   dialed at once (ZooKeeper restarts its QuorumCnxManager on a config change,
+    ///   `QuorumPeer.restartLeaderElection`, closing every connection).
+    /// - A sid whose quorum address changed is dialed there by the next FOLLOWERINFO /
+    ///   OBSERVERINFO; a quorum connection already up stays (its leader or learner is
+    ///   the core's to drop).
+    /// - A sid that is gone loses its election link now, connection and queued
+    ///   notification with it: ZooKeeper never dials a sid outside both views
+    ///   (`connectOne` logs "Invalid server id") and its restarted manager holds no
+    ///   connection to it. Like any sid without a server line it may still dial in
+    ///   ([`PeerParams::unlisted_links`]), and its quorum connection, if any, stays.
+    ///
+    /// Links of sids with no server line that dialed in are kept, or take the line's
+    /// address if `servers` now names them.
+    pub fn set_members(&self, servers: &[ServerLine]) {
+        let shared = &self.shared;
+        let next: BTreeMap<Sid, Member> = servers
+            .iter()
+            .filter(|s| s.sid != shared.my_sid)
+            .map(|s| (s.sid, member_of(s)))
+            .collect();
+        let mut peers = shared.peers.lock();
+        let gone: Vec<Sid> = peers
+            .members
+            .keys()
+            .filter(|sid| !next.contains_key(sid))
+            .copied()
+            .collect();
+        for sid in gone {
+            if let Some(link) = peers.links.remove(&sid) {
+                info!("election: server.{sid} left the configuration; its link stops");
+                link.stop();
+            }
+        }
+        for (&sid, m) in &next {
+            let address = ElectionAddress {
+                host: m.host.clone(),
+                port: m.election_port,
+            };
+            match peers.links.get(&sid) {
+                Some(link) => {
+                    if link.outbox.move_to(address) {
+                        info!(
+                            "election: server.{sid} is now at {}:{}; redialing",
+                            m.host, m.election_port
+                        );
+                    }
+                }
+                None => {
+                    let link = election::Link::start(shared, sid, Some(address));
+                    peers.links.insert(sid, link);
+                }
+            }
+        }
+        peers.members = next;
     }
 
     /// Queues `msg` for `to` on the port [`Message::channel`] names, never waiting
@@ -292,7 +384,8 @@ impl PeerNet {
 
     /// The election connection to `peer` as it stands, if one is up.
     pub fn election_link(&self, peer: Sid) -> Option<LinkInfo> {
-        self.shared.election.get(&peer).and_then(|o| o.info())
+        let outbox = self.shared.peers.lock().links.get(&peer)?.outbox.clone();
+        outbox.info()
     }
 
     /// Follows a config change: `servers` are the members of the current and the

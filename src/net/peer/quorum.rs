@@ -7,7 +7,10 @@
 //!   FOLLOWERINFO or OBSERVERINFO (LearnerHandler drops any other); a newer one
 //!   from the same sid replaces the old, which the core hears of as
 //!   [`Input::Disconnected`](crate::zab::Input::Disconnected) before the new
-//!   connection's first message.
+//!   connection's first message. Any sid but our own is accepted, server line or not:
+//!   ZooKeeper's LearnerCnxAcceptor takes every learner, and a server joining by
+//!   reconfig syncs as a non-voting follower before the config that adds it commits
+//!   (whether it counts is the core's to say).
 //!
 //! The inbox passes on only what the current generation said, so a closed or replaced
 //! connection's late packets never reach the core. A connection that breaks, a connect
@@ -194,7 +197,14 @@ pub(crate) fn send(shared: &Arc<Shared>, to: Sid, msg: Message) {
 
 /// A learner's first packet: a new connection to `to`'s quorum port.
 fn open(shared: &Arc<Shared>, to: Sid, msg: &Message) {
-    let Some(m) = shared.members.get(&to) else {
+    let address = {
+        let peers = shared.peers.lock();
+        peers
+            .members
+            .get(&to)
+            .map(|m| (m.host.clone(), m.quorum_port))
+    };
+    let Some((host, port)) = address else {
         warn!("quorum: no server.{to} line; {msg:?} dropped");
         return;
     };
@@ -204,7 +214,6 @@ fn open(shared: &Arc<Shared>, to: Sid, msg: &Message) {
     // The core replaces the connection itself: an older loss is no news to it.
     shared.lost.lock().remove(&to);
     let installed = shared.quorum.lock().install(to, Side::Learner, Some(bytes));
-    let (host, port) = (m.host.clone(), m.quorum_port);
     let s = shared.clone();
     shared.spawn(async move {
         let Installed {
@@ -279,8 +288,10 @@ async fn accept(shared: Arc<Shared>, mut stream: TcpStream, addr: SocketAddr) ->
     let (Message::FollowerInfo { sid, .. } | Message::ObserverInfo { sid, .. }) = msg else {
         unreachable!("matched above");
     };
-    if sid == shared.my_sid || !shared.members.contains_key(&sid) {
-        return Err(invalid(format!("sid {sid} is not another server.N")));
+    if sid == shared.my_sid {
+        return Err(invalid(format!(
+            "a learner with this member's own sid {sid}"
+        )));
     }
     debug!("quorum: server.{sid} connected from {addr}");
     let installed = {

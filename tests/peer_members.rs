@@ -1,0 +1,260 @@
+//! keel's peer runtime (`keel::net::peer`) following dynamic membership (ZooKeeper
+//! 3.5+ reconfig) on real loopback sockets, ports 41000-41299, each test its own:
+//! - a server not in a member's config that dials in is heard and answered on the
+//!   election port, whichever sid is larger (the tie-break keeps its connection, or the
+//!   member dials back at the address its initial message gave), and its learner
+//!   connection to the member's quorum port is accepted;
+//! - after `set_members` names a new server, the member dials it on its own; a server
+//!   left out loses its election link;
+//! - when a server's addresses move, the election connection to the old address is
+//!   closed and the new one dialed, and a learner connection goes to the new quorum
+//!   port.
+//!
+//! Every check is a message received or a connection closed; deadlines are generous
+//! (liveness only) and nothing asserts a duration.
+
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+use keel::config::ServerSpec;
+use keel::net::peer::{PeerInbox, PeerNet, PeerParams};
+use keel::zab::message::{Message, Notification, ServerState};
+use keel::zab::wire::config::ServerLine;
+use keel::zab::wire::election::{decode_frame, decode_notification, InitialMessage};
+use keel::zab::wire::quorum::PROTOCOL_VERSION;
+use keel::zab::{Input, Sid};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("keel=warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
+}
+
+/// server.`sid` with its quorum port at `base + 2 * sid` and election port next to it.
+fn spec(base: u16, sid: Sid) -> ServerSpec {
+    ServerSpec {
+        id: sid,
+        host: "127.0.0.1".into(),
+        quorum_port: base + 2 * sid as u16,
+        election_port: base + 2 * sid as u16 + 1,
+        observer: false,
+        client_address: None,
+        client_port: None,
+    }
+}
+
+fn specs(base: u16, sids: &[Sid]) -> Vec<ServerSpec> {
+    sids.iter().map(|&sid| spec(base, sid)).collect()
+}
+
+fn lines(specs: &[ServerSpec]) -> Vec<ServerLine> {
+    specs.iter().map(ServerLine::from).collect()
+}
+
+fn params() -> PeerParams {
+    PeerParams {
+        cnx_timeout: Duration::from_secs(2),
+        quorum_connect_timeout: Duration::from_secs(2),
+        reconnect_max: Duration::from_millis(500),
+        ..PeerParams::default()
+    }
+}
+
+async fn start(sid: Sid, servers: &[ServerSpec]) -> (PeerNet, PeerInbox) {
+    PeerNet::start(sid, servers, params())
+        .await
+        .unwrap_or_else(|e| panic!("server.{sid} cannot start: {e}"))
+}
+
+/// A LOOKING vote for `sid` in round `round`.
+fn vote(sid: Sid, round: u64) -> Message {
+    Message::Notification(Notification {
+        state: ServerState::Looking,
+        leader: sid,
+        zxid: 0,
+        election_epoch: round,
+        peer_epoch: 0,
+        config: bytes::Bytes::new(),
+    })
+}
+
+fn follower_info(sid: Sid) -> Message {
+    Message::FollowerInfo {
+        accepted_epoch: 0,
+        sid,
+        protocol_version: PROTOCOL_VERSION,
+        config_version: 0,
+    }
+}
+
+/// Waits for a message from `from` that `want` accepts, skipping others.
+async fn received(inbox: &mut PeerInbox, from: Sid, what: &str, want: impl Fn(&Message) -> bool) {
+    let got = tokio::time::timeout(DEADLINE, async {
+        loop {
+            if let Input::Message { from: f, msg } = inbox.recv().await {
+                if f == from && want(&msg) {
+                    return;
+                }
+            }
+        }
+    })
+    .await;
+    assert!(got.is_ok(), "{what}: nothing from server.{from}");
+}
+
+/// Waits for `from`'s vote in `round`.
+async fn heard(inbox: &mut PeerInbox, from: Sid, round: u64, what: &str) {
+    received(
+        inbox,
+        from,
+        what,
+        |m| matches!(m, Message::Notification(n) if n.election_epoch == round),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_not_in_the_config_is_heard_and_answered_and_may_sync() {
+    logs();
+    let base = 41000;
+    // server.2 knows only itself and server.3; server.1 (a smaller sid) and server.4 (a
+    // larger one) are joining and know all four.
+    let old = specs(base, &[2, 3]);
+    let all = specs(base, &[1, 2, 3, 4]);
+    let (a, mut a_in) = start(2, &old).await;
+    let (_b, mut b_in) = start(3, &old).await;
+    let (c, mut c_in) = start(1, &all).await;
+    let (d, mut d_in) = start(4, &all).await;
+
+    a.send(3, vote(2, 1));
+    heard(&mut b_in, 2, 1, "the configured member").await;
+
+    // server.4 dials and, the larger sid, keeps its connection.
+    d.send(2, vote(4, 2));
+    heard(&mut a_in, 4, 2, "a larger unlisted sid dialed").await;
+    a.send(4, vote(2, 3));
+    heard(&mut d_in, 2, 3, "the answer on its connection").await;
+
+    // server.1 dials, is closed, and server.2 dials back at the address it gave.
+    c.send(2, vote(1, 4));
+    heard(&mut a_in, 1, 4, "a smaller unlisted sid dialed").await;
+    a.send(1, vote(2, 5));
+    heard(&mut c_in, 2, 5, "the answer on the dialed-back connection").await;
+    let link = a
+        .election_link(1)
+        .expect("server.2 holds a link to server.1");
+    assert_eq!(
+        link.remote.port(),
+        spec(base, 1).election_port,
+        "server.2 dialed server.1's advertised election address"
+    );
+
+    // A joining server syncs as a learner before the config that adds it.
+    d.send(2, follower_info(4));
+    received(&mut a_in, 4, "FOLLOWERINFO from an unlisted sid", |m| {
+        matches!(m, Message::FollowerInfo { sid: 4, .. })
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_members_dials_a_new_server_and_drops_a_gone_one() {
+    logs();
+    let base = 41100;
+    let old = specs(base, &[1, 2]);
+    let all = specs(base, &[1, 2, 3]);
+    let (a, _a_in) = start(1, &old).await;
+    let (b, _b_in) = start(2, &old).await;
+    let (_c, mut c_in) = start(3, &all).await;
+
+    // server.3 never speaks first: each member reaches it on its own.
+    a.set_members(&lines(&all));
+    b.set_members(&lines(&all));
+    a.send(3, vote(1, 1));
+    heard(&mut c_in, 1, 1, "server.1 after set_members").await;
+    b.send(3, vote(2, 2));
+    heard(&mut c_in, 2, 2, "server.2 after set_members").await;
+
+    // server.2 leaves server.1's configuration: no link to it remains.
+    a.set_members(&lines(&specs(base, &[1, 3])));
+    assert!(a.election_link(2).is_none(), "server.2's link stopped");
+    a.send(3, vote(1, 3));
+    heard(&mut c_in, 1, 3, "the remaining member's link").await;
+}
+
+/// Reads an initial message and one notification frame from `s`.
+async fn read_hello_and_vote(s: &mut TcpStream) -> (Sid, u64) {
+    let mut buf = BytesMut::new();
+    let sid = loop {
+        if let Some((m, used)) = InitialMessage::decode(&buf).expect("an initial message") {
+            buf.advance(used);
+            break m.sid;
+        }
+        assert!(
+            s.read_buf(&mut buf).await.expect("read") > 0,
+            "closed early"
+        );
+    };
+    loop {
+        if let Some((body, _)) = decode_frame(&buf).expect("a frame") {
+            let n = decode_notification(body).expect("a notification");
+            return (sid, n.election_epoch);
+        }
+        assert!(
+            s.read_buf(&mut buf).await.expect("read") > 0,
+            "closed early"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_change_is_followed_on_both_ports() {
+    logs();
+    let base = 41200;
+    // server.1 first lives at `base`'s ports, a listener here that reads and never
+    // closes, then moves to ports 100 higher.
+    let before = specs(base, &[1, 2]);
+    let (a, _a_in) = start(2, &before).await;
+    let old_port = spec(base, 1).election_port;
+    let old = tokio::net::TcpListener::bind(("127.0.0.1", old_port))
+        .await
+        .expect("bind the old election port");
+    a.send(1, vote(2, 1));
+    let (mut old_conn, _) = tokio::time::timeout(DEADLINE, old.accept())
+        .await
+        .expect("server.2 dials the old address")
+        .expect("accept");
+    assert_eq!(read_hello_and_vote(&mut old_conn).await, (2, 1));
+
+    let after = vec![spec(base + 100, 1), spec(base, 2)];
+    let (_c, mut c_in) = start(1, &after).await;
+    a.set_members(&lines(&after));
+    let closed = tokio::time::timeout(DEADLINE, async {
+        let mut rest = [0u8; 64];
+        loop {
+            match old_conn.read(&mut rest).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "the connection to the old address is closed"
+    );
+    a.send(1, vote(2, 2));
+    heard(&mut c_in, 2, 2, "the election port at the new address").await;
+    a.send(1, follower_info(2));
+    received(&mut c_in, 2, "FOLLOWERINFO at the new quorum port", |m| {
+        matches!(m, Message::FollowerInfo { sid: 2, .. })
+    })
+    .await;
+}
