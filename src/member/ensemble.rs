@@ -178,6 +178,7 @@ pub async fn run(
     if config.read_only_mode_enabled {
         replica.enable_read_only_mode(u64::from(config.tick_time_ms));
     }
+    replica.set_standalone_enabled(config.standalone_enabled);
     drop(snapshot);
     let ports = ClientPorts::bind(&config, tls).await?;
     let (peers, inbox) = PeerNet::start(my_id, &config.servers, peer_params(&config)).await?;

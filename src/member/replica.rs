@@ -41,7 +41,9 @@ use std::collections::{HashMap, VecDeque};
 use bytes::{Bytes, BytesMut};
 
 use crate::import::passwd::session_passwd;
+use crate::proto::opcode as op;
 use crate::proto::wire::decode_request;
+use crate::server::reconfig::ReconfigContext;
 use crate::server::recovery::{decode_snapshot_header, encode_snapshot_header, SnapshotSession};
 use crate::server::{
     self, Forwarded, Outbound, Revalidate, RevalidateReply, Role, Server, Settings, StorageOp,
@@ -128,6 +130,8 @@ pub struct Replica {
     /// With read-only mode on: how long (ms) a member must have been LOOKING before it
     /// serves read-only clients; `None`: read-only mode is off.
     read_only_grace_ms: Option<u64>,
+    /// `standaloneEnabled` (true): a reconfig then needs 2 voters, else 1.
+    standalone_enabled: bool,
 }
 
 /// The least time, ms, a member waits in LOOKING before it turns read-only (ZooKeeper's
@@ -303,6 +307,7 @@ impl Replica {
             membership,
             looking_since_ms,
             read_only_grace_ms: None,
+            standalone_enabled: true,
         };
         replica.run(now_ms, actions);
         let effects = replica.take();
@@ -314,6 +319,41 @@ impl Replica {
     /// read-only clients ([`Role::ReadOnly`]) until it leaves LOOKING.
     pub fn enable_read_only_mode(&mut self, tick_ms: u64) {
         self.read_only_grace_ms = Some(tick_ms.max(READ_ONLY_GRACE_MIN_MS));
+    }
+
+    /// `standaloneEnabled=false`: a reconfig may leave a single voter (ZooKeeper's
+    /// PrepRequestProcessor asks for 2 only with standalone enabled).
+    pub fn set_standalone_enabled(&mut self, enabled: bool) {
+        self.standalone_enabled = enabled;
+    }
+
+    /// Before a reconfig request reaches the state machine's prep: what the Zab core
+    /// knows that the prep needs, when this member leads an established epoch that
+    /// may propose (else none: a learner forwards it; ZooKeeper's non-leader answers
+    /// UNIMPLEMENTED). Only reconfig requests pay for it.
+    fn reconfig_context(&mut self, is_reconfig: bool) {
+        if !is_reconfig {
+            return;
+        }
+        let ctx = self.peer.next_zxid().map(|next_zxid| {
+            let me = self.peer.sid();
+            let synced_voters = self
+                .peer
+                .learners()
+                .into_iter()
+                .filter(|l| l.forwarding && !l.observer)
+                .map(|l| l.sid)
+                .chain([me])
+                .collect();
+            ReconfigContext {
+                current: self.peer.quorum_config().clone(),
+                last_seen: self.peer.last_seen_config().clone(),
+                synced_voters,
+                next_zxid,
+                standalone_enabled: self.standalone_enabled,
+            }
+        });
+        self.server.set_reconfig_context(ctx);
     }
 
     /// A client connection's input: `Connected`, `OldClient`, `Authenticated`,
@@ -333,6 +373,14 @@ impl Replica {
         );
         debug_assert!(from_client, "not a client input: {input:?}");
         if from_client && self.halted.is_none() {
+            let reconfig = matches!(
+                input,
+                server::Input::Request {
+                    opcode: op::RECONFIG,
+                    ..
+                }
+            );
+            self.reconfig_context(reconfig);
             self.server.handle(now_ms as i64, input);
             self.drain_server(now_ms);
         }
@@ -832,6 +880,11 @@ impl Replica {
                 return;
             }
         };
+        let reconfig = matches!(
+            &input,
+            server::Input::Remote { fwd, .. } if fwd.opcode == op::RECONFIG
+        );
+        self.reconfig_context(reconfig);
         self.server.handle(now, input);
     }
 

@@ -388,12 +388,6 @@ impl PeerNet {
         outbox.info()
     }
 
-    /// Follows a config change: `servers` are the members of the current and the
-    /// last seen config. (Placeholder until the peer network learns new members.)
-    pub fn set_members(&self, servers: &[ServerLine]) {
-        let _ = servers;
-    }
-
     /// This member's sid.
     pub fn my_sid(&self) -> Sid {
         self.shared.my_sid
