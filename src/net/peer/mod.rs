@@ -229,7 +229,7 @@ fn member_of(s: &ServerLine) -> Member {
 impl PeerNet {
     /// Binds `my_sid`'s election and quorum ports from its line in `servers` (the
     /// wildcard with `quorum_listen_on_all_ips`) and starts a link to every other
-    /// member's election port. The quorum port stays bound for the member's life:
+    /// member's election port (as [`PeerNet::set_members`] with `servers` would). The quorum port stays bound for the member's life:
     /// ZooKeeper 3.8 binds it only while leading (the `Leader` constructor) and a
     /// learner that dials a non-leader is refused; here it is accepted and the core,
     /// not leading, closes it on its first packet, which the learner sees the same way
@@ -368,7 +368,10 @@ impl PeerNet {
     ///   dropped if there is none; a full queue closes that connection and reports
     ///   [`Input::Disconnected`].
     ///
-    /// A message to an unknown sid, or one with no wire form, is logged and dropped.
+    /// A notification to a sid with no election link (no server line in the last
+    /// [`PeerNet::set_members`], and no connection of its own recorded, ZAB-WIRE.md
+    /// §1), a FOLLOWERINFO / OBSERVERINFO to a sid with no server line (no quorum
+    /// address), or a message with no wire form is logged and dropped.
     pub fn send(&self, to: Sid, msg: Message) {
         match msg.channel() {
             Channel::Election => election::send(&self.shared, to, &msg),
