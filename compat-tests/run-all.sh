@@ -54,11 +54,8 @@ suite ensemble-clients-differential bash "$HERE/ensemble/clients.sh"
 suite ensemble-observer-differential bash "$HERE/ensemble/observer.sh"
 suite console-browser bash "$HERE/console/run.sh"
 suite ensemble-readonly-differential bash "$HERE/ensemble/readonly.sh"
-# The zkCli reconfig-session differential (issue 18 check b) runs only with
-# RECONFIG_SUITE=1 until keel implements reconfig: keel answers it UNIMPLEMENTED today.
-if [ "${RECONFIG_SUITE:-0}" = 1 ]; then
-  suite reconfig-differential bash "$HERE/reconfig/run.sh" both
-fi
+# The zkCli reconfig-session differential (issue 18 check b).
+suite reconfig-differential bash "$HERE/reconfig/run.sh" both
 
 echo
 [ ${#failures[@]} -eq 0 ] || echo "failed suites: ${failures[*]}"

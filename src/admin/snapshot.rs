@@ -130,18 +130,26 @@ pub fn build_for_word(
 
 /// The `Mode:` / `zk_server_state` name of the server's role and whether it serves
 /// (ZooKeeper's `ServerStats.getServerState` and `isRunning`): `standalone`, `leader`,
-/// `follower` or `observer` (this member's server.N line says `:observer`); an ensemble
-/// member that is electing or syncing does not serve, and most words then answer
-/// [`super::fourlw::ZK_NOT_SERVING`].
-fn mode_of(server: &Server, config: &Config) -> (&'static str, bool) {
+/// `follower` or `observer` (the Zab core observes: a reconfig may have made this member
+/// one; without the core's view, this member's server.N line says `:observer`); an
+/// ensemble member that is electing or syncing does not serve, and most words then
+/// answer [`super::fourlw::ZK_NOT_SERVING`].
+fn mode_of(
+    server: &Server,
+    config: &Config,
+    ensemble: Option<&EnsembleView>,
+) -> (&'static str, bool) {
     match server.role() {
         Role::Standalone => ("standalone", true),
         Role::Leader { .. } => ("leader", true),
         Role::Learner => {
-            let observer = config
-                .servers
-                .iter()
-                .any(|s| Some(s.id) == config.my_id && s.observer);
+            let observer = match ensemble {
+                Some(e) => e.peer_state.starts_with("observing"),
+                None => config
+                    .servers
+                    .iter()
+                    .any(|s| Some(s.id) == config.my_id && s.observer),
+            };
             (if observer { "observer" } else { "follower" }, true)
         }
         Role::NotServing => ("follower", false),
@@ -232,7 +240,7 @@ pub fn build(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) 
             summary_sets.push((format!("{namespace}_{suffix}"), mntr_summary(s)));
         }
     }
-    let (mode, serving) = mode_of(server, config);
+    let (mode, serving) = mode_of(server, config, ensemble);
     ServerSnapshot {
         mode: mode.to_string(),
         serving,

@@ -763,6 +763,10 @@ impl Replica {
                 // What `/zookeeper/config` is written with after a sync from now on
                 // (the reconfig txn itself sets it in the tree).
                 self.membership = Bytes::from(config.text());
+                // And `/zookeeper/config` now, as `processReconfig` ->
+                // `initConfigInZKDatabase` (the reconfig txn, when there is one,
+                // writes the same text; the initial config's versioning has none).
+                self.server.init_config_node(&self.membership, now);
                 self.effects
                     .push(Effect::Zab(Action::ConfigActivated { config }));
             }

@@ -329,8 +329,10 @@ impl Learner {
                 // here whether committed or not: the simulation found members on a
                 // config no quorum committed); a pending one stays last seen until
                 // its COMMITANDACTIVATE.
+                // The epoch's own zxid counts as committed: ZOOKEEPER-1783 versions
+                // an initial config with it, and UPTODATE means a quorum has it.
                 let synced = self.synced_config.take();
-                let committed = ctx.log.committed();
+                let committed = ctx.log.committed().max(zxid(self.epoch, 0));
                 let newleader = self
                     .newleader_config
                     .take()
