@@ -632,15 +632,16 @@ impl Leader {
     fn sync_learner(&mut self, ctx: &mut Ctx, sid: Sid, peer: Zxid) {
         let log = &ctx.log;
         let committed = log.committed();
-        // An established leader syncs an observer to the commit point (ZooKeeper
-        // syncs from its committed log): one holding a PROPOSAL it got as a follower
-        // before a reconfig made it an observer is TRUNCated, else nothing would ever
-        // tell it that txn committed (reconfig seed 622); it comes back as INFORM.
-        // While establishing, the whole initial history (see `queue_sync`).
-        let observer =
-            self.phase == Phase::Established && self.handlers.get(&sid).is_some_and(|h| h.observer);
-        let last = if observer { committed } else { log.last() };
-        if observer && peer > committed {
+        // An established leader syncs every learner from its commit point, as
+        // ZooKeeper's from its committed log: one holding txns past it (PROPOSALs it
+        // got before it reconnected) is TRUNCated to it and gets them again, as
+        // PROPOSALs (a follower, then their COMMITs) or INFORMs (an observer).
+        // Otherwise nothing would ever tell it they committed: a COMMIT with no
+        // PROPOSAL on this connection breaks a ZooKeeper learner (reconfig seeds 622,
+        // 27201). While establishing, the whole initial history (see `queue_sync`).
+        let established = self.phase == Phase::Established;
+        let last = if established { committed } else { log.last() };
+        if established && peer > committed {
             // What it acknowledged past the commit point is truncated away.
             if let Some(ever) = self.acked_ever.get_mut(&sid) {
                 *ever = (*ever).min(committed);
