@@ -381,7 +381,7 @@ def main():
         missing = [p for p, data in acked.items()
                    if got.get(p) is None or (got[p][0] != data and got[p][0] != either.get(p))]
         if missing:
-            failures.append("member %d lacks %d of %d acknowledged writes (or holds other "
+            failures.append("member %d lacks %d of %d acknowledged znodes (or holds other "
                             "data), e.g. %s"
                             % (sid, len(missing), len(acked),
                                ["%s: acked %r, read %r" % (p, acked[p], got.get(p)) for p in sorted(missing)[:3]]))
