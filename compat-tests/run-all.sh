@@ -56,6 +56,8 @@ suite console-browser bash "$HERE/console/run.sh"
 suite ensemble-readonly-differential bash "$HERE/ensemble/readonly.sh"
 # The zkCli reconfig-session differential (issue 18 check b).
 suite reconfig-differential bash "$HERE/reconfig/run.sh" both
+# Grow 3 -> 5 -> 3 members under write load, one at a time (issue 18 check d).
+suite reconfig-grow-shrink bash "$HERE/reconfig/grow.sh" keel
 
 echo
 [ ${#failures[@]} -eq 0 ] || echo "failed suites: ${failures[*]}"
