@@ -154,9 +154,14 @@ fn reconfig_options(seed: u64) -> Options {
 /// once committed, and such an observer comes back as a follower); 622, 3673: an
 /// observer synced past the commit point never learned that its last txns committed
 /// (observers are synced to the commit point); 803: a syncing member checked before it
-/// activated the committed config (the check waits for configs to converge too).
+/// activated the committed config (the check waits for configs to converge too);
+/// 9121: an observer synced by an establishing leader lacked the initial history's
+/// last txn yet took the new epoch, then as a voter won an election on it and lost
+/// that committed txn (a safety failure; observers now get the whole initial history);
+/// 27201: a learner that reconnected holding an uncommitted PROPOSAL never got its
+/// COMMIT (an established leader syncs from its commit point).
 const REGRESSION_RECONFIG_SEEDS: &[u64] = &[
-    1, 2, 14, 17, 24, 25, 99, 173, 272, 302, 527, 622, 803, 987, 999, 1343, 3673,
+    1, 2, 14, 17, 24, 25, 99, 173, 272, 302, 527, 622, 803, 987, 999, 1343, 3673, 9121, 27201,
 ];
 
 /// Dynamic reconfiguration under crashes, partitions and leader changes (issue 18 c):
