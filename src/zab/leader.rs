@@ -525,6 +525,17 @@ impl Leader {
             if !ctx.config.quorum.contains_quorum(acks) || ctx.durable < ctx.log.last() {
                 return Next::Stay;
             }
+            if ctx.config.reconfig_enabled
+                && ctx.last_seen.version() > ctx.config.quorum.version()
+                && !self.holds_reconfig_txn(ctx)
+            {
+                // The initial history is fixed now. A last seen config whose reconfig
+                // txn it lacks (the config came with a NEWLEADER, and the txn was lost)
+                // was never committed, and the learners synced to this history lose
+                // that txn too: back to the current config before any NEWLEADER
+                // carries it (reconfig seed 43917 activated such a config).
+                ctx.forget_last_seen();
+            }
             // currentEpoch is durable before any learner is synced into the epoch.
             ctx.current_epoch = self.epoch;
             ctx.emit(Action::PersistCurrentEpoch { epoch: self.epoch });
@@ -575,8 +586,7 @@ impl Leader {
                 self.commit(ctx);
                 ctx.activate_config(new);
                 if designated != Some(me) {
-                    self.allowed_to_commit = false;
-                    self.handover = designated;
+                    self.hand_over(ctx, designated, newleader);
                 }
             }
         }
@@ -900,21 +910,40 @@ impl Leader {
             }
             ctx.activate_config(new);
             if designated != Some(ctx.me()) {
-                // Another member leads the new config: commit nothing more; step
-                // down to it once the followers have left for it (the tick's quorum
-                // check), as ZooKeeper's leader does.
-                self.allowed_to_commit = false;
-                self.handover = designated;
-                // Our vote names the designated leader from now on
-                // (`processReconfig` -> `updateVote`): LOOKING members we answer
-                // must not be sent to us (reconfig seed 999: a looking member
-                // waited for good for a leader this stale vote named).
-                if let (Some(d), Some((vote, _))) = (designated, ctx.decided.as_mut()) {
-                    vote.leader = d;
-                    vote.zxid = upto;
-                }
+                self.hand_over(ctx, designated, upto);
             }
         }
+    }
+
+    /// A committed reconfig designated another leader (`designated`; none when no
+    /// new voter acknowledged it): commit nothing more, and step down to it once the
+    /// followers have left for it (the tick's quorum check), as ZooKeeper's leader
+    /// does. Our vote names the designated leader from now on (`processReconfig` ->
+    /// `updateVote`, at the reconfig's zxid): LOOKING members we answer must not be
+    /// sent to us (reconfig seeds 999 and 53173: looking members waited for good for
+    /// a leader a stale vote named).
+    fn hand_over(&mut self, ctx: &mut Ctx, designated: Option<Sid>, at: Zxid) {
+        self.allowed_to_commit = false;
+        self.handover = designated;
+        if let (Some(d), Some((vote, _))) = (designated, ctx.decided.as_mut()) {
+            vote.leader = d;
+            vote.zxid = at;
+        }
+    }
+
+    /// Whether the leader's log holds the reconfig txn of its last seen config (at
+    /// the config's version, the txn's zxid).
+    fn holds_reconfig_txn(&self, ctx: &Ctx) -> bool {
+        let v = ctx.last_seen.version();
+        ctx.log
+            .after(v.saturating_sub(1))
+            .next()
+            .filter(|t| t.zxid == v)
+            .and_then(|t| config_of_txn(&t.data))
+            .is_some_and(|q| q.version() == v)
+            || v <= ctx.log.committed()
+            // ZOOKEEPER-1783's version of an initial config: no txn.
+            || v == zxid(self.epoch, 0)
     }
 
     /// Each voting learner's highest durable zxid, and the leader's own.

@@ -332,11 +332,12 @@ impl Learner {
                 // The epoch's own zxid counts as committed: ZOOKEEPER-1783 versions
                 // an initial config with it, and UPTODATE means a quorum has it.
                 let synced = self.synced_config.take();
-                let committed = ctx.log.committed().max(zxid(self.epoch, 0));
+                let committed = ctx.log.committed();
+                let epoch_zxid = zxid(self.epoch, 0);
                 let newleader = self
                     .newleader_config
                     .take()
-                    .filter(|q| q.version() <= committed);
+                    .filter(|q| q.version() <= committed || q.version() == epoch_zxid);
                 let newest = [newleader, synced]
                     .into_iter()
                     .flatten()

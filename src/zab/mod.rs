@@ -416,6 +416,17 @@ impl Ctx {
         }
     }
 
+    /// Drops a last seen config that no txn of this member's log carries any more
+    /// (its reconfig txn was lost): the current config is the last seen one again.
+    pub fn forget_last_seen(&mut self) {
+        if self.last_seen.version() != self.config.quorum.version() {
+            self.last_seen = self.config.quorum.clone();
+            self.emit(Action::ConfigSeen {
+                config: self.last_seen.clone(),
+            });
+        }
+    }
+
     /// Takes the leader's config from NEWLEADER as the last seen one, older or not
     /// (ZooKeeper's `setLastSeenQuorumVerifier` logs a stale one and takes it): a
     /// newer config this member saw from a PROPOSAL the sync truncated is gone.
