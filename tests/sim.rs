@@ -159,9 +159,15 @@ fn reconfig_options(seed: u64) -> Options {
 /// last txn yet took the new epoch, then as a voter won an election on it and lost
 /// that committed txn (a safety failure; observers now get the whole initial history);
 /// 27201: a learner that reconnected holding an uncommitted PROPOSAL never got its
-/// COMMIT (an established leader syncs from its commit point).
+/// COMMIT (an established leader syncs from its commit point); 43917: a leader whose
+/// last seen config came with a NEWLEADER, its reconfig txn since lost, activated it
+/// when it established (a leader now drops such a config before syncing anyone, and a
+/// learner activates NEWLEADER's config only at or below the commit point or the
+/// epoch's own zxid); 53173: a leader that handed over at establishment kept its own
+/// stale vote.
 const REGRESSION_RECONFIG_SEEDS: &[u64] = &[
     1, 2, 14, 17, 24, 25, 99, 173, 272, 302, 527, 622, 803, 987, 999, 1343, 3673, 9121, 27201,
+    43917, 51417, 53173,
 ];
 
 /// Dynamic reconfiguration under crashes, partitions and leader changes (issue 18 c):
