@@ -1,10 +1,11 @@
 """Local sessions end to end (issue 18 part 3), run by local_sessions.sh on a 3-member
-ensemble it started with localSessionsEnabled=true and localSessionsUpgradingEnabled=true.
-A Kazoo client on a follower creates a persistent node (its session stays local: that
-follower's mntr counts one local session, the leader's global session count does not
-move), then an ephemeral (the session is upgraded: every member counts one more global
-session, the follower no local one). A second local session is closed, then a third's
-id is tried on the other follower (unknown there: expired). Prints one fact per line,
+ensemble it started with localSessionsEnabled=true (and localSessionsUpgradingEnabled
+true or false). A Kazoo client on a follower creates a persistent node (its session stays
+local: that follower's mntr counts one local session, the leader's global session count
+does not move), then an ephemeral (upgrading on: the session is upgraded, every member
+counts one more global session, the follower no local one; off: the create fails). A
+client of the leader does the same; a second local session is closed, then a third's id
+is tried on the other follower (unknown there: expired). Prints one fact per line,
 with session ids shown only by their server-id byte, so that a ZooKeeper ensemble and a
 keel ensemble print the same lines.
 
@@ -20,6 +21,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "rawdiff"))
 from chaos import four_letter, mode as port_mode  # noqa: E402
 
 from kazoo.client import KazooClient  # noqa: E402
+from kazoo.exceptions import KazooException  # noqa: E402
 
 DIR = sys.argv[1]
 MEMBERS = [1, 2, 3]
@@ -69,21 +71,39 @@ fact("session high byte is the follower's id:", (sid >> 56) == F1)
 counts("connected")
 a.create("/persistent", b"x")
 counts("after persistent create")
-a.create("/ephemeral", b"", ephemeral=True)
+try:
+    a.create("/ephemeral", b"", ephemeral=True)
+    upgraded = True
+    fact("ephemeral create: ok")
+except KazooException as ex:
+    upgraded = False
+    fact("ephemeral create:", type(ex).__name__)
 counts("after ephemeral create")
-fact("ephemeralOwner is the session:", a.exists("/ephemeral").ephemeralOwner == sid)
-# The upgraded session is global now: it may move to another member.
-b = client(F2, client_id=(sid, passwd))
-fact("upgraded session resumes on the other follower:", b.client_id[0] == sid)
-b.stop()
-b.close()
+if upgraded:
+    fact("ephemeralOwner is the session:", a.exists("/ephemeral").ephemeralOwner == sid)
+    # The upgraded session is global now: it may move to another member.
+    b = client(F2, client_id=(sid, passwd))
+    fact("upgraded session resumes on the other follower:", b.client_id[0] == sid)
+    b.stop()
+    b.close()
 a.stop()
 a.close()
-counts("upgraded session closed")
+counts("first session closed")
+
+# The leader's own client: a local session of the leader's.
 g = client(LEADER)
+fact("leader session high byte is the leader's id:", (g.client_id[0] >> 56) == LEADER)
+counts("leader client connected")
 fact("ephemeral gone:", g.exists("/ephemeral") is None)
+try:
+    g.create("/leader-ephemeral", b"", ephemeral=True)
+    fact("leader ephemeral create: ok")
+except KazooException as ex:
+    fact("leader ephemeral create:", type(ex).__name__)
+counts("after leader ephemeral create")
 g.stop()
 g.close()
+counts("leader client closed")
 
 c = client(F1)
 counts("second local session")

@@ -140,8 +140,9 @@ impl Server {
     }
 
     /// A write of local session `session_id` before it goes the way of any write.
-    /// Returns true when it was answered here (a closeSession, done locally, or
-    /// queued behind the session's earlier requests); false when it goes on: then an
+    /// Returns true when it was answered here (a createSession again; a closeSession,
+    /// done locally, or queued behind the session's earlier requests); false when it
+    /// goes on: then an
     /// ephemeral create has upgraded the session (its createSession submitted first),
     /// or, with upgrading off, been marked for EPHEMERALONLOCALSESSION (see
     /// `refuse_ephemeral`).
@@ -169,6 +170,17 @@ impl Server {
                     arrived_ms: self.now_ms,
                 });
             }
+            return true;
+        }
+        if let Request::CreateSession { .. } = req {
+            // Every createSession is local here (setLocalSessionFlag): no txn, and
+            // FinalRequestProcessor sends the ConnectResponse again. keel sends it at
+            // once, even ahead of the session's writes still in flight.
+            let timeout_ms = self
+                .local_sessions
+                .get(session_id)
+                .map_or(0, |s| s.timeout_ms);
+            self.send_connect_response(conn, session_id, timeout_ms, session_passwd(session_id));
             return true;
         }
         if needs_global_session(req) && self.settings.local_sessions_upgrading_enabled {
@@ -455,6 +467,25 @@ mod tests {
         assert_eq!((h.len(), h[0].xid, h[0].err), (1, 7, 0));
         assert!(closed);
         assert!(s.local_session(id).is_none());
+    }
+
+    #[test]
+    fn create_session_again_of_a_local_session_logs_no_txn() {
+        let mut s = member(Role::Learner, true);
+        let id = connect(&mut s);
+        let req = Request::CreateSession {
+            timeout_ms: TIMEOUT_MS,
+        };
+        send(&mut s, 0, op::CREATE_SESSION, req);
+        assert!(s.drain_forwards().is_empty(), "nothing forwarded");
+        let out = s.drain_outbox();
+        let [(1, Outbound::Packet(p))] = &out[..] else {
+            panic!("one ConnectResponse expected: {out:?}");
+        };
+        let resp: jute::ConnectResponse = Decoder::new(&p[4..]).record().unwrap();
+        assert_eq!((resp.session_id, resp.time_out_ms), (id, TIMEOUT_MS));
+        assert_eq!(resp.passwd[..], session_passwd(id)[..]);
+        assert_eq!(s.local_session_count(), 1);
     }
 
     #[test]
