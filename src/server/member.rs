@@ -20,7 +20,9 @@
 //! Sessions: a learner mints a new session's id itself (its server id in the high byte,
 //! ZooKeeper's SessionTrackerImpl.initializeNextSessionId) and forwards createSession;
 //! the password is ZooKeeper's, derived from the id (ZooKeeperServer.generatePasswd),
-//! so any member can check it. Only the leader expires sessions and reaps containers and
+//! so any member can check it. With `localSessionsEnabled` a new session stays local to
+//! its member instead and is made global only when it needs to be
+//! ([`super::local_sessions`]). Only the leader expires (global) sessions and reaps containers and
 //! TTL nodes; a learner reports the sessions its clients touched ([`Server::drain_touched`],
 //! sent in its PING replies) and the leader counts them as touched.
 //!
