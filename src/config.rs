@@ -563,11 +563,13 @@ pub struct Config {
     pub metrics_provider_http_host: String,
     /// `reconfigEnabled`: allow the `reconfig` operation (false).
     pub reconfig_enabled: bool,
-    /// `localSessionsEnabled` (false): sessions may be local to the member they connect
-    /// to. keel does not keep local sessions yet (issue 18 part 3); what it changes now
-    /// is how a read-only member answers a new session (see
-    /// [`crate::server::Settings::local_sessions_enabled`]).
+    /// `localSessionsEnabled` (false): a new session on an ensemble member is local to
+    /// that member (see [`crate::server::local_sessions`]).
     pub local_sessions_enabled: bool,
+    /// `localSessionsUpgradingEnabled` (false, as ZooKeeper 3.8's QuorumPeerConfig and
+    /// zookeeperAdmin.md give it): a local session that creates an ephemeral becomes
+    /// global; without it that create fails with EPHEMERALONLOCALSESSION.
+    pub local_sessions_upgrading_enabled: bool,
     /// The system property `readonlymode.enabled` (false): an ensemble member that has
     /// lost its quorum serves read-only clients (ZooKeeper's QuorumPeer reads it with
     /// `Boolean.getBoolean`, from `-D` only: a zoo.cfg line does not set it).
@@ -662,6 +664,7 @@ impl Default for Config {
             metrics_provider_http_host: "0.0.0.0".to_string(),
             reconfig_enabled: false,
             local_sessions_enabled: false,
+            local_sessions_upgrading_enabled: false,
             read_only_mode_enabled: false,
             standalone_enabled: true,
             servers: Vec::new(),
@@ -692,7 +695,6 @@ pub const MAX_BUSY_POLL_US: u64 = 100_000;
 /// ZooKeeper's own keys (parsed by `QuorumPeerConfig`) that keel accepts but does not
 /// use; listed so their values are still checked the way ZooKeeper checks them.
 const ZK_BOOLEAN_KEYS: &[&str] = &[
-    "localSessionsUpgradingEnabled",
     "syncEnabled",
     "sslQuorum",
     "portUnification",
@@ -1125,6 +1127,9 @@ impl Config {
             "metricsProvider.httpHost" => self.metrics_provider_http_host = value.to_string(),
             "reconfigEnabled" => self.reconfig_enabled = parse_bool(value)?,
             "localSessionsEnabled" => self.local_sessions_enabled = parse_bool(value)?,
+            "localSessionsUpgradingEnabled" => {
+                self.local_sessions_upgrading_enabled = parse_bool(value)?
+            }
             "standaloneEnabled" => self.standalone_enabled = parse_bool(value)?,
             "quorumListenOnAllIPs" => self.quorum_listen_on_all_ips = parse_bool(value)?,
             "dynamicConfigFile" => self.dynamic_config_file = Some(parse_path(value)?),
@@ -1874,11 +1879,9 @@ mod tests {
             (1000, 10000)
         );
         let unknown: Vec<&str> = c.unknown_keys.iter().map(|(_, k)| k.as_str()).collect();
-        assert_eq!(
-            unknown,
-            ["serverCnxnFactory", "localSessionsUpgradingEnabled",]
-        );
+        assert_eq!(unknown, ["serverCnxnFactory"]);
         assert!(c.local_sessions_enabled);
+        assert!(c.local_sessions_upgrading_enabled);
         assert_eq!(c.unknown_keys[0].0, 7);
         assert!(c.client_auth.sasl_provider());
         assert_eq!(c.entries.len(), 16);

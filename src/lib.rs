@@ -66,5 +66,6 @@ pub fn server_settings(config: &config::Config) -> server::Settings {
         allow_sasl_failed_clients: config.client_auth.allow_sasl_failed_clients,
         enforced_schemes: config.client_auth.enforced_schemes().ok().flatten(),
         local_sessions_enabled: config.local_sessions_enabled,
+        local_sessions_upgrading_enabled: config.local_sessions_upgrading_enabled,
     }
 }

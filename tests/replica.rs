@@ -160,6 +160,7 @@ impl Cluster {
         let (_, snapshot) = node.storage.snapshot();
         let settings = keel::server::Settings {
             local_sessions_enabled: read_only.unwrap_or(false),
+            local_sessions_upgrading_enabled: read_only.unwrap_or(false),
             ..sansio::logged_settings()
         };
         let (mut replica, effects) = Replica::new(
@@ -984,6 +985,10 @@ fn a_member_without_its_quorum_serves_read_only_clients_until_the_quorum_is_back
     let (s, other) = others(leader);
     let (session, passwd) = c.connect(s, 1, 6000);
     assert!(ok(&c.create(s, 1, 1, "/a", b"kept", 0)));
+    // With local sessions the session is local to its member until an ephemeral
+    // upgrades it; a global one is what read-only mode refuses below.
+    assert!(ok(&c.create(s, 1, 2, "/owner", b"", 1)));
+    assert!(c.replica(s).server().sessions.get(session).is_some());
     let applied = c.replica(s).server().last_zxid;
     c.crash(leader);
     c.crash(other);

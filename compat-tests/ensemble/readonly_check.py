@@ -4,7 +4,7 @@ leader and one follower, then checks what the surviving follower answers, and wh
 happens when the two come back. Prints one fact per line, masked so that a ZooKeeper
 ensemble and a keel ensemble print the same lines (session ids are shown only by their
 server-id byte; zxids only relative to each other, because ZooKeeper logs no txn for
-a local session and keel, which has no local sessions yet, logs one).
+a local session, and keel logged one before it kept local sessions).
 
     usage: readonly_check.py DIR    (DIR as compat-tests/ensemble/lib.sh's start_ensemble)
 """

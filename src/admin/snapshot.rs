@@ -203,6 +203,7 @@ pub fn build(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) 
             session_timeout_ms: server
                 .sessions
                 .get(c.session_id)
+                .or_else(|| server.local_session(c.session_id))
                 .map(|s| s.timeout_ms as i64)
                 .unwrap_or(0),
             last_cxid: c.stats.last_cxid as i64,
@@ -256,10 +257,16 @@ pub fn build(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) 
         ),
         open_file_descriptor_count: open_file_descriptor_count(),
         max_file_descriptor_count: max_file_descriptor_count(),
-        mntr_counters: [(
-            "connection_request_count".to_string(),
-            m.connection_requests as i64,
-        )]
+        mntr_counters: [
+            (
+                "connection_request_count".to_string(),
+                m.connection_requests as i64,
+            ),
+            (
+                "local_sessions".to_string(),
+                server.local_session_count() as i64,
+            ),
+        ]
         .into_iter()
         .chain(ensemble.into_iter().flat_map(|e| {
             [

@@ -20,7 +20,9 @@
 //! Sessions: a learner mints a new session's id itself (its server id in the high byte,
 //! ZooKeeper's SessionTrackerImpl.initializeNextSessionId) and forwards createSession;
 //! the password is ZooKeeper's, derived from the id (ZooKeeperServer.generatePasswd),
-//! so any member can check it. Only the leader expires sessions and reaps containers and
+//! so any member can check it. With `localSessionsEnabled` a new session stays local to
+//! its member instead and is made global only when it needs to be
+//! ([`super::local_sessions`]). Only the leader expires (global) sessions and reaps containers and
 //! TTL nodes; a learner reports the sessions its clients touched ([`Server::drain_touched`],
 //! sent in its PING replies) and the leader counts them as touched.
 //!
@@ -215,7 +217,8 @@ impl Server {
         self.revalidations.clear();
         self.revalidate_replies.clear();
         self.session_owner.clear();
-        self.ro_sessions = self.new_read_only_sessions();
+        self.upgrading.clear();
+        self.local_sessions = self.new_local_sessions();
         self.proposed_zxid = match role {
             Role::Leader { epoch } => (i64::from(epoch) << 32).max(self.last_zxid),
             _ => self.last_zxid,
@@ -271,7 +274,9 @@ impl Server {
         req: Request,
         body: Bytes,
     ) {
-        self.touched.insert(session_id);
+        if self.local_session(session_id).is_none() {
+            self.touched.insert(session_id);
+        }
         let origin = match &req {
             Request::CloseSession => {
                 if let Some(c) = self.conns.get_mut(&conn) {
@@ -282,6 +287,11 @@ impl Server {
             Request::CreateSession { timeout_ms } => Origin::Handshake {
                 conn,
                 timeout_ms: *timeout_ms,
+            },
+            _ if self.refuse_ephemeral(session_id, &req) => Origin::Refused {
+                conn,
+                xid,
+                code: crate::proto::ErrorCode::EphemeralOnLocalSession,
             },
             _ => Origin::Reply { conn, xid },
         };
@@ -326,6 +336,10 @@ impl Server {
                 );
                 let passwd = session_passwd(fwd.session_id);
                 self.session_owner.insert(fwd.session_id, from);
+                if self.settings.local_sessions_enabled {
+                    // Perhaps an upgrade: the request that needs it comes right behind.
+                    self.upgrading.insert(fwd.session_id);
+                }
                 self.propose(
                     fwd.session_id,
                     fwd.cxid,
@@ -346,6 +360,26 @@ impl Server {
                         Origin::Server,
                     );
                 }
+            }
+            req if self.upgrading.contains(&fwd.session_id) => {
+                self.prep_and_propose(fwd.session_id, fwd.cxid, req, &fwd.ids, None, from);
+            }
+            req if self.is_learner_local_session(fwd.session_id) => {
+                // A learner's local session: not touched here; an ephemeral create of
+                // it is SESSIONEXPIRED (LeaderSessionTracker.checkGlobalSession).
+                let req = if super::local_sessions::needs_global_session(&req) {
+                    Request::Rejected(crate::proto::Rejection {
+                        code: crate::proto::ErrorCode::SessionExpired,
+                        txn: true,
+                        body: crate::proto::RejectionBody::Empty,
+                    })
+                } else {
+                    req
+                };
+                self.prep_and_propose(fwd.session_id, fwd.cxid, req, &fwd.ids, None, from);
+                // The leader keeps no owner for a session that is not global: it would
+                // never be closed here.
+                self.session_owner.remove(&fwd.session_id);
             }
             req => {
                 let closing = self.sessions.get(fwd.session_id).is_none_or(|s| s.closing);
@@ -569,7 +603,7 @@ impl Server {
         self.release(conn, zxid);
     }
 
-    fn identities_of(&self, conn: ConnId) -> Vec<Id> {
+    pub(super) fn identities_of(&self, conn: ConnId) -> Vec<Id> {
         self.conns
             .get(&conn)
             .map(|c: &Conn| c.identities.clone())

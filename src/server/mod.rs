@@ -14,6 +14,7 @@
 //! Every `snap_count` txns a fuzzy snapshot is written in steps between inputs.
 
 pub mod apply;
+pub mod local_sessions;
 pub mod member;
 pub mod prep;
 pub mod read_only;
@@ -150,10 +151,13 @@ pub struct Settings {
     /// The schemes every request but auth and sasl needs an identity of
     /// (`sessionRequireClientSASLAuth`, `enforce.auth.*`); `None`: not enforced.
     pub enforced_schemes: Option<Vec<String>>,
-    /// `localSessionsEnabled`: in read-only mode a new session is local to this member
-    /// (without it ZooKeeper 3.8's read-only server refuses new sessions; see
-    /// [`read_only`]).
+    /// `localSessionsEnabled`: on a leader or learner a new session is local to this
+    /// member ([`local_sessions`]); in read-only mode too (without it ZooKeeper 3.8's
+    /// read-only server refuses new sessions; see [`read_only`]).
     pub local_sessions_enabled: bool,
+    /// `localSessionsUpgradingEnabled`: a local session that creates an ephemeral is
+    /// made global first; without it that create fails with EPHEMERALONLOCALSESSION.
+    pub local_sessions_upgrading_enabled: bool,
 }
 
 /// Per-connection figures for `cons` and `stat`.
@@ -220,6 +224,14 @@ enum Origin {
     Handshake { conn: ConnId, timeout_ms: i32 },
     /// closeSession: reply, then close the connection.
     Close { conn: ConnId, xid: i32 },
+    /// A learner's forwarded request answered with this error whatever its txn: an
+    /// ephemeral create of a local session with upgrading off (the follower's own
+    /// request carries EPHEMERALONLOCALSESSION, see [`local_sessions`]).
+    Refused {
+        conn: ConnId,
+        xid: i32,
+        code: ErrorCode,
+    },
 }
 
 /// A snapshot being written in steps.
@@ -310,9 +322,14 @@ pub struct Server {
     revalidate_replies: Vec<(u64, RevalidateReply)>,
     /// Learner: reconnects waiting for the leader's revalidation: connection, timeout.
     awaiting_revalidations: HashMap<i64, (ConnId, i32)>,
-    /// Read-only: the sessions of this member's own read-only clients, never in the
-    /// replicated table (see [`read_only`]); rebuilt each time read-only mode starts.
-    ro_sessions: SessionTracker,
+    /// Local sessions: this member's own, never in the replicated table (see
+    /// [`local_sessions`] and, in read-only mode, [`read_only`]); rebuilt at each role
+    /// change. Bounded by the connections (one session each, until it expires).
+    local_sessions: SessionTracker,
+    /// Local sessions being upgraded: their createSession is proposed (leader) or
+    /// forwarded (learner) and not yet applied; they count as global meanwhile. Bounded
+    /// by the local sessions.
+    upgrading: rustc_hash::FxHashSet<i64>,
     /// Leader: what prepping a reconfig needs from the Zab core; `None` standalone and
     /// on other members, where a reconfig gets UNIMPLEMENTED (or RECONFIGDISABLED).
     reconfig: Option<reconfig::ReconfigContext>,
@@ -362,7 +379,8 @@ impl Server {
             revalidations: Vec::new(),
             revalidate_replies: Vec::new(),
             awaiting_revalidations: HashMap::default(),
-            ro_sessions: SessionTracker::new(tick, 0),
+            local_sessions: SessionTracker::new(tick, 0),
+            upgrading: Default::default(),
             reconfig: None,
         }
     }
@@ -534,6 +552,14 @@ impl Server {
         if self.role == Role::ReadOnly {
             return self.read_only_session(conn, &req, timeout_ms);
         }
+        if req.session_id == 0 && self.local_sessions_on() {
+            return self.create_local_session(conn, timeout_ms);
+        }
+        if req.session_id != 0
+            && self.reopen_local_session(conn, req.session_id, timeout_ms, &req.passwd)
+        {
+            return;
+        }
         if req.session_id == 0 && self.role == Role::Learner {
             return self.forward_new_session(conn, timeout_ms);
         }
@@ -700,13 +726,23 @@ impl Server {
             {
                 return;
             }
-        } else if !creating && !self.sessions.touch(session_id, None, now) {
+        } else if self.local_session(session_id).is_some() {
+            // A local session is touched here only, and never in a learner's PING
+            // touched list (LearnerSessionTracker.touchSession).
+            self.local_sessions.touch(session_id, None, now);
+            if req.is_write() && self.local_session_write(conn, session_id, xid, &req) {
+                return;
+            }
+        } else if !creating
+            && !self.upgrading.contains(&session_id)
+            && !self.sessions.touch(session_id, None, now)
+        {
             // The session is gone (no closeSession of it is on its way): ZooKeeper
             // drops the request; its connection was closed with the session.
             self.close(conn);
             return;
         }
-        if self.role == Role::Learner {
+        if self.role == Role::Learner && self.local_session(session_id).is_none() {
             self.touched.insert(session_id);
         }
         if let Request::Sync(r) = &req {
@@ -751,6 +787,15 @@ impl Server {
             .map(|c| c.identities.clone())
             .unwrap_or_default();
         let me = self.my_sid;
+        let req = if self.refuse_ephemeral(session_id, &req) {
+            Request::Rejected(crate::proto::request::Rejection {
+                code: ErrorCode::EphemeralOnLocalSession,
+                txn: true,
+                body: crate::proto::request::RejectionBody::Empty,
+            })
+        } else {
+            req
+        };
         self.prep_and_propose(session_id, xid, req, &identities, Some(conn), me);
     }
 
@@ -887,7 +932,8 @@ impl Server {
         match origin {
             Origin::Reply { conn, .. }
             | Origin::Handshake { conn, .. }
-            | Origin::Close { conn, .. } => {
+            | Origin::Close { conn, .. }
+            | Origin::Refused { conn, .. } => {
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.inflight.push_back(Queued::Txn(zxid));
                 }
@@ -932,8 +978,14 @@ impl Server {
         }
         // Session creation is not timed, as in ZooKeeper (it never reaches
         // FinalRequestProcessor's statistics).
+        if let TxnOp::CreateSession { .. } = txn.op {
+            // An upgraded session is global from now on.
+            self.upgrading.remove(&txn.session_id);
+        }
         let waiting = match origin {
-            Origin::Reply { conn, .. } | Origin::Close { conn, .. } => Some(conn),
+            Origin::Reply { conn, .. }
+            | Origin::Close { conn, .. }
+            | Origin::Refused { conn, .. } => Some(conn),
             Origin::Server | Origin::Handshake { .. } => None,
         };
         self.note_txn(&txn, waiting);
@@ -950,6 +1002,10 @@ impl Server {
                 if !matches!(result, apply::OpResult::Check) {
                     self.send(conn, apply::encode_result(xid, zxid, &result));
                 }
+                Some(conn)
+            }
+            Origin::Refused { conn, xid, code } => {
+                self.send(conn, reply::header_only(xid, zxid, code.code()));
                 Some(conn)
             }
             Origin::Handshake { conn, timeout_ms } => {
@@ -1041,6 +1097,9 @@ impl Server {
         // run there). A read-only member expires its own local sessions.
         if self.role == Role::ReadOnly {
             self.expire_read_only_sessions();
+        }
+        if self.local_sessions_on() {
+            self.expire_local_sessions();
         }
         if !self.sequences_writes() {
             return;

@@ -34,7 +34,6 @@ use super::{Role, Server};
 use crate::import::passwd::session_passwd;
 use crate::proto::opcode as op;
 use crate::proto::ErrorCode;
-use crate::session::SessionTracker;
 use crate::watch::ConnId;
 use jute::ConnectRequest;
 
@@ -65,17 +64,6 @@ pub(super) enum ReadOnlyVerdict {
 }
 
 impl Server {
-    /// A fresh table of local sessions for a read-only server starting now: its ids
-    /// carry this member's id in the high byte and the start time below, as the
-    /// session tracker a ZooKeeper read-only server builds at startup.
-    pub(super) fn new_read_only_sessions(&self) -> SessionTracker {
-        let sid = u8::try_from(self.my_sid).unwrap_or(0);
-        SessionTracker::new(
-            self.settings.tick_ms,
-            SessionTracker::initial_id(self.now_ms, sid),
-        )
-    }
-
     /// The handshake of a read-only server. Returns true when it answered it (every
     /// case but one of a client allowed in: that one goes on as on any member, see
     /// [`Server::read_only_session`]).
@@ -101,7 +89,7 @@ impl Server {
         timeout_ms: i32,
     ) {
         if req.session_id == 0 {
-            let id = self.ro_sessions.next_session_id();
+            let id = self.local_sessions.next_session_id();
             if !self.settings.local_sessions_enabled {
                 // ZooKeeper's createSession goes to its ReadOnlyRequestProcessor as a
                 // global request and is refused there; the reply header is all the
@@ -116,7 +104,7 @@ impl Server {
                 self.send(conn, packet);
                 return;
             }
-            self.ro_sessions
+            self.local_sessions
                 .add(id, timeout_ms, session_passwd(id), self.now_ms);
             tracing::info!(
                 session = format!("0x{id:x}"),
@@ -138,12 +126,12 @@ impl Server {
         }
         let passwd_ok = req.passwd[..] == session_passwd(req.session_id)[..];
         let known = if self.settings.local_sessions_enabled {
-            self.ro_sessions
+            self.local_sessions
                 .touch(req.session_id, Some(timeout_ms), self.now_ms)
         } else {
             // No local session tracker: ZooKeeper's touch succeeds for any session.
-            if self.ro_sessions.get(req.session_id).is_none() {
-                self.ro_sessions.add(
+            if self.local_sessions.get(req.session_id).is_none() {
+                self.local_sessions.add(
                     req.session_id,
                     timeout_ms,
                     session_passwd(req.session_id),
@@ -176,7 +164,7 @@ impl Server {
         opcode: i32,
     ) -> ReadOnlyVerdict {
         debug_assert_eq!(self.role, Role::ReadOnly);
-        if !self.ro_sessions.touch(session_id, None, self.now_ms) {
+        if !self.local_sessions.touch(session_id, None, self.now_ms) {
             self.close(conn);
             return ReadOnlyVerdict::Answered;
         }
@@ -201,7 +189,7 @@ impl Server {
                 session = format!("0x{session_id:x}"),
                 "read-only: local session closed by client"
             );
-            self.ro_sessions.remove(session_id);
+            self.local_sessions.remove(session_id);
             self.send(conn, super::reply::header_only(xid, self.last_zxid, 0));
             self.drop_session_conn(session_id);
             self.close(conn);
@@ -216,13 +204,6 @@ impl Server {
         if !self.settings.local_sessions_enabled {
             return;
         }
-        for id in self.ro_sessions.expire(self.now_ms) {
-            tracing::info!(
-                session = format!("0x{id:x}"),
-                "read-only: local session expired"
-            );
-            self.ro_sessions.remove(id);
-            self.drop_session_conn(id);
-        }
+        self.expire_local_sessions();
     }
 }

@@ -53,6 +53,11 @@ impl Server {
         opcode: i32,
         req: Request,
     ) {
+        if let Request::CloseSession = req {
+            // A local session's closeSession, queued behind the session's earlier
+            // requests ([`super::local_sessions`]).
+            return self.close_local_session(conn, session_id, xid);
+        }
         let zxid = self.last_zxid;
         // Borrowed, not cloned: this runs for every read.
         let no_ids: [Id; 0] = [];

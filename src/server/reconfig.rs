@@ -843,6 +843,7 @@ mod server_tests {
             allow_sasl_failed_clients: false,
             enforced_schemes: None,
             local_sessions_enabled: false,
+            local_sessions_upgrading_enabled: false,
         };
         let mut s = Server::new(settings, 1, T0, 1);
         let addr = "127.0.0.1:5000".parse().unwrap();

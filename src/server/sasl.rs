@@ -252,6 +252,7 @@ mod tests {
             allow_sasl_failed_clients: false,
             enforced_schemes: enforced.map(|s| s.iter().map(|s| s.to_string()).collect()),
             local_sessions_enabled: false,
+            local_sessions_upgrading_enabled: false,
         };
         Server::new(settings, 0, T, 1)
     }

@@ -31,6 +31,7 @@ pub fn settings() -> Settings {
         allow_sasl_failed_clients: false,
         enforced_schemes: None,
         local_sessions_enabled: false,
+        local_sessions_upgrading_enabled: false,
     }
 }
 
