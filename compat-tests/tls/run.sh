@@ -189,7 +189,13 @@ run_kind() { # KIND LABEL PLAIN_PORT SECURE_PORT
     echo "### $c" >> "$raw"
     printf '%s\n' "$script" | zkcli_tls "$secure" "$CERTS/$c.pem" >> "$raw" 2>&1
   done
-  bash "$HERE/../zkcli/run.sh" --mask < "$raw" > "$WORK/$label.masked"
+  # zkCli's own Closed event at the end of a session comes once or twice, as its event
+  # thread and exit race (seen on ZooKeeper's side under load): one is kept.
+  bash "$HERE/../zkcli/run.sh" --mask < "$raw" | python3 -c '
+import re, sys
+closed = r"WATCHER::\n\nWatchedEvent state:Closed type:None path:null\n"
+sys.stdout.write(re.sub("(" + closed + r")(\n?" + closed + ")+", r"\1", sys.stdin.read()))
+' > "$WORK/$label.masked"
   check "$label: client1 created the x509-ACL node and read it back over TLS" \
     grep -qx 'secret' "$WORK/$label.masked"
   check "$label: client2 (another trusted certificate) is refused by the x509 ACL" \
