@@ -87,6 +87,12 @@ fn peer_params(config: &Config) -> PeerParams {
         ),
         quorum_listen_on_all_ips: config.quorum_listen_on_all_ips,
         jute_max_buffer: config.jute_max_buffer,
+        // Only a reconfig adds servers; with a static config an unlisted sid is noise.
+        unlisted_links: if config.reconfig_enabled {
+            PeerParams::default().unlisted_links
+        } else {
+            0
+        },
         ..PeerParams::default()
     }
 }

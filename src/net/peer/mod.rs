@@ -90,7 +90,9 @@ pub struct PeerParams {
     pub reconnect_max: Duration,
     /// How many election links this member keeps for sids with no server line that
     /// dialed in (a server joining by reconfig, before the config that adds it); one
-    /// more is refused. ZooKeeper keeps no such bound; keel bounds every table.
+    /// more is refused. ZooKeeper keeps no such bound; keel bounds every table. 0 (the
+    /// member runtime's choice with reconfig off, where no server can join): an
+    /// unlisted sid is refused on both ports.
     pub unlisted_links: usize,
 }
 

@@ -293,6 +293,11 @@ async fn accept(shared: Arc<Shared>, mut stream: TcpStream, addr: SocketAddr) ->
             "a learner with this member's own sid {sid}"
         )));
     }
+    if shared.params.unlisted_links == 0 && !shared.peers.lock().members.contains_key(&sid) {
+        // A static config (reconfig off): no server joins, so a learner of an
+        // unlisted sid is refused here, with its reason logged.
+        return Err(invalid(format!("sid {sid} has no server line")));
+    }
     debug!("quorum: server.{sid} connected from {addr}");
     let installed = {
         let mut slots = shared.quorum.lock();
