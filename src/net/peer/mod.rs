@@ -89,9 +89,12 @@ pub struct PeerParams {
     /// The longest wait between an election link's dials.
     pub reconnect_max: Duration,
     /// How many election links this member keeps for sids with no server line that
-    /// dialed in (a server joining by reconfig, before the config that adds it); one
-    /// more is refused. ZooKeeper keeps no such bound; keel bounds every table. 0 (the
-    /// member runtime's choice with reconfig off, where no server can join): an
+    /// dialed in (a server joining by reconfig, before the config that adds it), and
+    /// how many learner connections of such sids it accepts. When the election links
+    /// are all taken, the oldest one without a connection that had `cnx_timeout` to
+    /// connect is dropped for the newcomer; without one, and for one learner too many,
+    /// the newcomer is refused. ZooKeeper keeps no such bound; keel bounds every table.
+    /// 0 (the member runtime's choice with reconfig off, where no server can join): an
     /// unlisted sid is refused on both ports.
     pub unlisted_links: usize,
 }
