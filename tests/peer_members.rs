@@ -10,7 +10,11 @@
 //!   left out loses its election link;
 //! - when a server's addresses move, the election connection to the old address is
 //!   closed and the new one dialed, and a learner connection goes to the new quorum
-//!   port.
+//!   port;
+//! - a member whose own line moves listens at its new election and quorum ports and
+//!   no longer at the old ones;
+//! - unlisted sids are bounded on both ports: election links that went away make room
+//!   for new ones, learners past the bound are refused.
 //!
 //! Every check is a message received or a connection closed; deadlines are generous
 //! (liveness only) and nothing asserts a duration.
@@ -384,4 +388,51 @@ async fn learners_of_unlisted_sids_are_bounded() {
     );
     let _l13 = learner(port, 13).await;
     received(&mut a_in, 13, "a learner once a slot is free", is_info(13)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_whose_own_line_moves_listens_at_the_new_ports() {
+    logs();
+    let base = 25320;
+    let before = specs(base, &[1, 2]);
+    let (a, mut a_in) = start(2, &before).await;
+    let (b, mut b_in) = start(1, &before).await;
+    a.send(1, vote(2, 1));
+    heard(&mut b_in, 2, 1, "before the move").await;
+
+    // server.2 moves both ports 10 up (base 25320's ports stay below 25340).
+    let moved = ServerLine::from(&ServerSpec {
+        quorum_port: spec(base, 2).quorum_port + 10,
+        election_port: spec(base, 2).election_port + 10,
+        ..spec(base, 2)
+    });
+    a.set_own_line(&moved).expect("the new ports bind");
+    let old_election = spec(base, 2).election_port;
+    assert!(
+        TcpStream::connect(("127.0.0.1", old_election))
+            .await
+            .is_err(),
+        "the old election port is closed"
+    );
+    assert!(
+        TcpStream::connect(("127.0.0.1", spec(base, 2).quorum_port))
+            .await
+            .is_err(),
+        "the old quorum port is closed"
+    );
+    // The new ports accept: a vote and a learner arrive there.
+    let _v = introduce(moved.election_port, 9, 2).await;
+    heard(&mut a_in, 9, 2, "a vote on the new election port").await;
+    let _l = learner(moved.quorum_port, 1).await;
+    received(&mut a_in, 1, "FOLLOWERINFO on the new quorum port", |m| {
+        matches!(m, Message::FollowerInfo { sid: 1, .. })
+    })
+    .await;
+    // server.1, told of the move, reaches server.2 there; server.2 advertises the new
+    // election address when it dials (server.1 dials back there: the smaller sid).
+    b.set_members(&[moved.clone(), ServerLine::from(&spec(base, 1))]);
+    b.send(2, vote(1, 3));
+    heard(&mut a_in, 1, 3, "server.1 at the new election port").await;
+    // Moving to where it already is changes nothing.
+    a.set_own_line(&moved).expect("no change");
 }

@@ -369,15 +369,16 @@ async fn dial(shared: &Shared, peer: Sid, outbox: &Outbox) -> io::Result<Option<
         ));
     };
     let mut stream = link::connect(&to.host, to.port, shared.params.cnx_timeout).await?;
-    let hello = InitialMessage::v1(
-        shared.my_sid,
+    let me = {
+        let me = shared.me.lock();
         ElectionAddress {
-            host: shared.me.host.clone(),
-            port: shared.me.election_port,
-        },
-    )
-    .encode()
-    .map_err(invalid)?;
+            host: me.host.clone(),
+            port: me.election_port,
+        }
+    };
+    let hello = InitialMessage::v1(shared.my_sid, me)
+        .encode()
+        .map_err(invalid)?;
     stream.write_all(&hello).await?;
     if initiator_keeps(shared.my_sid, peer) {
         Ok(Some(Conn {
