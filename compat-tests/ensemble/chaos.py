@@ -18,7 +18,6 @@ Prints one line per cycle and a summary; exits 1 on any lost write or difference
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -27,31 +26,9 @@ import time
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError
 from kazoo.retry import KazooRetry
+from fourlw import mode  # noqa: E402
 
 MEMBERS = (1, 2, 3)
-
-
-def four_letter(port, word, timeout=2.0):
-    """The answer of a four-letter word, '' if the member does not answer."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-            s.sendall(word.encode())
-            chunks = []
-            while True:
-                b = s.recv(65536)
-                if not b:
-                    break
-                chunks.append(b)
-            return b"".join(chunks).decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def mode(port):
-    for line in four_letter(port, "srvr").splitlines():
-        if line.startswith("Mode: "):
-            return line[len("Mode: "):]
-    return ""
 
 
 class Member:

@@ -38,7 +38,6 @@ Exits 0 only when every step completed and every check holds; prints each failur
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -47,6 +46,8 @@ import time
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError
 from kazoo.retry import KazooRetry
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ensemble"))
+from fourlw import mode  # noqa: E402
 
 SUPER_AUTH = ("digest", "super:test")
 WRITERS = 4
@@ -54,29 +55,6 @@ WRITERS = 4
 # znodes first); a reconfig must be acknowledged within REQUEST_S.
 JOIN_S = 60.0
 REQUEST_S = 30.0
-
-
-def four_letter(port, word, timeout=2.0):
-    """The answer of a four-letter word, '' if the member does not answer."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-            s.sendall(word.encode())
-            chunks = []
-            while True:
-                b = s.recv(65536)
-                if not b:
-                    break
-                chunks.append(b)
-            return b"".join(chunks).decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def mode(port):
-    for line in four_letter(port, "srvr").splitlines():
-        if line.startswith("Mode: "):
-            return line[len("Mode: "):]
-    return ""
 
 
 class Ports:

@@ -65,19 +65,23 @@ impl Server {
             .and_then(|l| l.strip_prefix("version="))
             .and_then(|hex| i64::from_str_radix(hex, 16).ok())
             .unwrap_or(0);
-        if self
+        let _ = self.set_config_node(membership, version, now_ms);
+    }
+
+    /// Sets `/zookeeper/config`'s data (dataVersion -1, mzxid `zxid`) and fires
+    /// NodeDataChanged to its data watchers.
+    fn set_config_node(&mut self, data: &[u8], zxid: i64, time_ms: i64) -> Result<Stat, ErrorCode> {
+        let stat = self
             .tree
-            .set_data(CONFIG_NODE, Some(membership), -1, version, now_ms)
-            .is_ok()
-        {
-            self.fire(
-                Table::Data,
-                CONFIG_NODE,
-                event::NODE_DATA_CHANGED,
-                &BTreeSet::new(),
-                |s| s.acl_of(CONFIG_NODE),
-            );
-        }
+            .set_data(CONFIG_NODE, Some(data), -1, zxid, time_ms)?;
+        self.fire(
+            Table::Data,
+            CONFIG_NODE,
+            event::NODE_DATA_CHANGED,
+            &BTreeSet::new(),
+            |s| s.acl_of(CONFIG_NODE),
+        );
+        Ok(stat)
     }
 
     fn apply_txn(&mut self, txn: &Txn) -> OpResult {
@@ -183,22 +187,13 @@ impl Server {
                     OpResult::SetData(stat)
                 }),
             // DataTree.processTxn applies a reconfig as a setData of the config node.
-            TxnOp::Reconfig { data } => self
-                .tree
-                .set_data(CONFIG_NODE, Some(&data[..]), -1, zxid, time_ms)
-                .map(|stat| {
-                    self.fire(
-                        Table::Data,
-                        CONFIG_NODE,
-                        event::NODE_DATA_CHANGED,
-                        &BTreeSet::new(),
-                        |s| s.acl_of(CONFIG_NODE),
-                    );
-                    OpResult::Reconfig {
+            TxnOp::Reconfig { data } => {
+                self.set_config_node(data, zxid, time_ms)
+                    .map(|stat| OpResult::Reconfig {
                         data: data.clone(),
                         stat,
-                    }
-                }),
+                    })
+            }
             TxnOp::SetAcl {
                 path,
                 acl,

@@ -283,23 +283,9 @@ mod tests {
     fn member(role: Role, upgrading: bool) -> Server {
         let settings = Settings {
             tick_ms: TICK_MS,
-            min_session_timeout_ms: 4000,
-            max_session_timeout_ms: 40000,
-            super_digest: None,
-            prep: crate::server::prep::PrepSettings {
-                extended_types: false,
-                enforce_quota: false,
-                sasl_acls: false,
-            },
-            container_check_interval_ms: 60_000,
-            reconfig_enabled: false,
-            durable: true,
-            snap_count: 0,
-            sasl: None,
-            allow_sasl_failed_clients: false,
-            enforced_schemes: None,
             local_sessions_enabled: true,
             local_sessions_upgrading_enabled: upgrading,
+            ..Settings::default()
         };
         let mut s = Server::new(settings, 1, T0, 1);
         s.set_server_id(1);

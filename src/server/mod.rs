@@ -160,6 +160,35 @@ pub struct Settings {
     pub local_sessions_upgrading_enabled: bool,
 }
 
+impl Default for Settings {
+    /// ZooKeeper's defaults: tickTime 2000 (session timeouts 4-40 s), a container check
+    /// every minute, txns applied once durable, every optional feature off (no super
+    /// user, no SASL, no quotas enforced, no extended types, no reconfig, no local
+    /// sessions).
+    fn default() -> Settings {
+        Settings {
+            tick_ms: 2000,
+            min_session_timeout_ms: 4000,
+            max_session_timeout_ms: 40000,
+            super_digest: None,
+            prep: prep::PrepSettings {
+                extended_types: false,
+                enforce_quota: false,
+                sasl_acls: false,
+            },
+            container_check_interval_ms: 60_000,
+            reconfig_enabled: false,
+            durable: true,
+            snap_count: 0,
+            sasl: None,
+            allow_sasl_failed_clients: false,
+            enforced_schemes: None,
+            local_sessions_enabled: false,
+            local_sessions_upgrading_enabled: false,
+        }
+    }
+}
+
 /// Per-connection figures for `cons` and `stat`.
 #[derive(Debug, Clone, Default)]
 pub struct ConnStats {

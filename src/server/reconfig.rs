@@ -963,24 +963,9 @@ mod server_tests {
     /// whose identities include `super` when `superuser`.
     fn server(reconfig_enabled: bool, superuser: bool, durable: bool) -> Server {
         let settings = Settings {
-            tick_ms: 2000,
-            min_session_timeout_ms: 4000,
-            max_session_timeout_ms: 40000,
-            super_digest: None,
-            prep: crate::server::prep::PrepSettings {
-                extended_types: false,
-                enforce_quota: false,
-                sasl_acls: false,
-            },
-            container_check_interval_ms: 60_000,
             reconfig_enabled,
             durable,
-            snap_count: 0,
-            sasl: None,
-            allow_sasl_failed_clients: false,
-            enforced_schemes: None,
-            local_sessions_enabled: false,
-            local_sessions_upgrading_enabled: false,
+            ..Settings::default()
         };
         let mut s = Server::new(settings, 1, T0, 1);
         let addr = "127.0.0.1:5000".parse().unwrap();

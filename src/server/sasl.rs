@@ -234,26 +234,13 @@ mod tests {
     fn server(enforced: Option<&[&str]>) -> Server {
         let mut sasl = SaslServerConfig::default();
         sasl.credentials.insert("alice".into(), "alice_pw".into());
-        let settings = Settings {
-            tick_ms: 2000,
-            min_session_timeout_ms: 4000,
-            max_session_timeout_ms: 40000,
-            super_digest: None,
-            prep: crate::server::prep::PrepSettings {
-                extended_types: false,
-                enforce_quota: false,
-                sasl_acls: true,
-            },
-            container_check_interval_ms: 60_000,
-            reconfig_enabled: false,
+        let mut settings = Settings {
             durable: false,
-            snap_count: 0,
             sasl: Some(std::sync::Arc::new(sasl)),
-            allow_sasl_failed_clients: false,
             enforced_schemes: enforced.map(|s| s.iter().map(|s| s.to_string()).collect()),
-            local_sessions_enabled: false,
-            local_sessions_upgrading_enabled: false,
+            ..Settings::default()
         };
+        settings.prep.sasl_acls = true;
         Server::new(settings, 0, T, 1)
     }
 

@@ -544,26 +544,7 @@ mod tests {
 
     /// A durable server with one session on connection 1, at time `t0`.
     fn server_with_session(t0: i64) -> Server {
-        let settings = crate::server::Settings {
-            tick_ms: 2000,
-            min_session_timeout_ms: 4000,
-            max_session_timeout_ms: 40000,
-            super_digest: None,
-            prep: crate::server::prep::PrepSettings {
-                extended_types: false,
-                enforce_quota: false,
-                sasl_acls: false,
-            },
-            container_check_interval_ms: 60_000,
-            reconfig_enabled: false,
-            durable: true,
-            snap_count: 0,
-            sasl: None,
-            allow_sasl_failed_clients: false,
-            enforced_schemes: None,
-            local_sessions_enabled: false,
-            local_sessions_upgrading_enabled: false,
-        };
+        let settings = crate::server::Settings::default();
         let mut s = Server::new(settings, 0, t0, 1);
         let addr = "127.0.0.1:5000".parse().unwrap();
         s.handle(t0, crate::server::Input::Connected { conn: 1, addr });

@@ -6,33 +6,20 @@
 
 use bytes::Bytes;
 use jute::*;
-use keel::server::prep::PrepSettings;
 use keel::server::{Input, Outbound, Settings};
 
 /// The settings these tests start from: tickTime 2 s, session timeouts 4–40 s, the
 /// super user `super:test`, extended types on, no storage (txns apply at once), no
 /// snapshots. A test changes what it needs with `Settings { .., ..settings() }`.
 pub fn settings() -> Settings {
-    Settings {
-        tick_ms: 2000,
-        min_session_timeout_ms: 4000,
-        max_session_timeout_ms: 40000,
+    let mut s = Settings {
         super_digest: Some(keel::tree::acl::digest_id("super:test")),
-        prep: PrepSettings {
-            extended_types: true,
-            enforce_quota: false,
-            sasl_acls: false,
-        },
         container_check_interval_ms: 1000,
-        reconfig_enabled: false,
         durable: false,
-        snap_count: 0,
-        sasl: None,
-        allow_sasl_failed_clients: false,
-        enforced_schemes: None,
-        local_sessions_enabled: false,
-        local_sessions_upgrading_enabled: false,
-    }
+        ..Settings::default()
+    };
+    s.prep.extended_types = true;
+    s
 }
 
 /// As [`settings`], without a super user and with txns that wait for
