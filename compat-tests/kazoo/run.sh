@@ -15,7 +15,8 @@
 #                     localSessionsEnabled=true and localSessionsUpgradingEnabled=true
 #   observer          ZOOKEEPER_OBSERVER_START_ID=3: member 3 is an observer (its server.3
 #                     line ends in :observer and its zoo.cfg has peerType=observer)
-# The work dir's name gets -VARIANT; the expected failures are still
+# The work dir's name gets -VARIANT; the expected failures are
+# expected-failures-cluster-VARIANT.txt if there is one (local-session-ro), else
 # expected-failures-cluster.txt (compare with `--variant V zk`, ZooKeeper's own result).
 # Exits 0 iff every test not listed in the expected-failures file passed.
 # Work dir (junit xml, pytest log, failure list):
@@ -53,6 +54,9 @@ if [ -n "$CLUSTER" ]; then
   # per-test timeout; a separate port range so a cluster run never meets a standalone one.
   SIZE=3 OFFSET=${KAZOO_PORT_OFFSET:-31000} TIMEOUT=300 NAME=kazoo-cluster-${TARGET//,/-}${VARIANT:+-$VARIANT}
   EXPECTED=$HERE/expected-failures-cluster.txt
+  # A variant with its own list (expected-failures-cluster-VARIANT.txt) uses that one.
+  [ -n "$VARIANT" ] && [ -f "$HERE/expected-failures-cluster-$VARIANT.txt" ] &&
+    EXPECTED=$HERE/expected-failures-cluster-$VARIANT.txt
 else
   SIZE=1 OFFSET=${KAZOO_PORT_OFFSET:-30000} TIMEOUT=120 NAME=kazoo-$TARGET
   EXPECTED=$HERE/expected-failures.txt
