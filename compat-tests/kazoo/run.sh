@@ -16,7 +16,7 @@
 #   observer          ZOOKEEPER_OBSERVER_START_ID=3: member 3 is an observer (its server.3
 #                     line ends in :observer and its zoo.cfg has peerType=observer)
 # The work dir's name gets -VARIANT; the expected failures are
-# expected-failures-cluster-VARIANT.txt if there is one (local-session-ro), else
+# expected-failures-cluster-VARIANT.txt if there is one (local-session-ro, observer), else
 # expected-failures-cluster.txt (compare with `--variant V zk`, ZooKeeper's own result).
 # Exits 0 iff every test not listed in the expected-failures file passed.
 # Work dir (junit xml, pytest log, failure list):
