@@ -93,8 +93,10 @@ pub struct AdminView {
     pub snap: ServerSnapshot,
     /// The newest complete snapshot (`last_snapshot`).
     pub last_snapshot: Option<LastSnapshot>,
-    /// zoo.cfg as read at start-up (`initial_configuration`).
-    pub initial_config: String,
+    /// zoo.cfg as read at start-up (`initial_configuration`); `None` on an ensemble
+    /// member, which ZooKeeper 3.8 answers `null` (QuorumPeerMain never hands the text
+    /// it read to its QuorumPeer).
+    pub initial_config: Option<String>,
     /// `system_properties`, sorted by name.
     pub system_properties: BTreeMap<String, String>,
     /// The server.N lines (`voting_view`, `zabstate`, the leader's address).
@@ -102,6 +104,8 @@ pub struct AdminView {
     /// This member's client listen address, `addr:port` (ZooKeeper's `0.0.0.0:port`
     /// without clientPortAddress); empty without a client port.
     pub client_address: String,
+    /// `reconfigEnabled` (`voting_view`'s client address of this member).
+    pub reconfig_enabled: bool,
 }
 
 /// Gathers an [`AdminView`] of `server`; runs on the core task (see
@@ -110,13 +114,14 @@ pub fn gather(server: &Server, config: &Config, ensemble: Option<&EnsembleView>)
     let snap = snapshot::build(server, config, ensemble);
     AdminView {
         last_snapshot: server.stats.metrics.storage.figures().last_snapshot,
-        initial_config: config.initial_config.clone(),
+        initial_config: (!config.is_distributed()).then(|| config.initial_config.clone()),
         system_properties: system_properties(config),
         servers: config.servers.clone(),
         client_address: config.client_port.map_or(String::new(), |port| {
             let addr = config.client_port_address.as_deref().unwrap_or("0.0.0.0");
             format!("{addr}:{port}")
         }),
+        reconfig_enabled: config.reconfig_enabled,
         snap,
     }
 }
@@ -330,11 +335,22 @@ pub fn run(name: &str, params: &HashMap<String, String>, view: &AdminView) -> Va
             put("logdir_size", json!(snap.data_log_size));
         }
         "dump" => {
-            let mut expiry: Vec<_> = snap.session_expiry.iter().collect();
-            expiry.sort_by_key(|b| b.expire_at_ms);
-            let expiry: Map<String, Value> = expiry
+            // getSessionExpiryMap: a learner's is empty (LearnerSessionTracker); a
+            // leader's is its local sessions' map with the global one put over it, so a
+            // global bucket replaces a local one due at the same instant
+            // (LeaderSessionTracker).
+            let mut by_time: BTreeMap<i64, &Vec<i64>> = BTreeMap::new();
+            if snap.learner_global_sessions.is_none() {
+                for b in snap.local_session_expiry.iter().flatten() {
+                    by_time.insert(b.expire_at_ms, &b.session_ids);
+                }
+                for b in &snap.session_expiry {
+                    by_time.insert(b.expire_at_ms, &b.session_ids);
+                }
+            }
+            let expiry: Map<String, Value> = by_time
                 .into_iter()
-                .map(|b| (b.expire_at_ms.to_string(), json!(b.session_ids)))
+                .map(|(at, ids)| (at.to_string(), json!(ids)))
                 .collect();
             put("expiry_time_to_session_ids", Value::Object(expiry));
             let ephemerals: Map<String, Value> = snap
@@ -485,7 +501,17 @@ pub fn run(name: &str, params: &HashMap<String, String>, view: &AdminView) -> Va
                         multiple_addresses(&me.host, me.election_port),
                     );
                 }
-                put("client_address", json!(view.client_address));
+                // With reconfig on, a member whose server.N line has no client part has
+                // no client address in the config it runs (see `server_view`): null.
+                let none = view.reconfig_enabled && me.is_some_and(|s| s.client_port.is_none());
+                put(
+                    "client_address",
+                    if none {
+                        Value::Null
+                    } else {
+                        json!(view.client_address)
+                    },
+                );
                 put("voting", json!(me.is_some_and(|s| !s.observer)));
                 put(
                     "last_zxid",
@@ -504,15 +530,18 @@ pub fn run(name: &str, params: &HashMap<String, String>, view: &AdminView) -> Va
 
 /// One voting member as `voting_view` shows it (ZooKeeper's `QuorumServerView`): its
 /// addresses, and its client address where known (its server.N line's client part, or
-/// this member's own client port).
+/// this member's own client port unless reconfig is on: with reconfigEnabled the
+/// leader re-parses its static config from its text at establishment (ZOOKEEPER-1783)
+/// and every member takes that config, whose servers have no client address unless
+/// their line has one: ZooKeeper 3.8 then shows "" for this member too).
 fn server_view(s: &ServerSpec, my_id: u64, view: &AdminView) -> Value {
     let client = match (s.client_port, s.id == my_id) {
         (Some(port), _) => format!(
             "{}:{port}",
             s.client_address.as_deref().unwrap_or("0.0.0.0")
         ),
-        (None, true) => view.client_address.clone(),
-        (None, false) => String::new(),
+        (None, true) if !view.reconfig_enabled => view.client_address.clone(),
+        (None, _) => String::new(),
     };
     json!({
         "server_addresses": [format!("{}:{}", s.host, s.quorum_port)],
@@ -764,10 +793,11 @@ mod tests {
         AdminView {
             snap: ServerSnapshot::default(),
             last_snapshot: None,
-            initial_config: "tickTime=2000\n".into(),
+            initial_config: Some("tickTime=2000\n".into()),
             system_properties: BTreeMap::new(),
             servers: Vec::new(),
             client_address: String::new(),
+            reconfig_enabled: false,
         }
     }
 
@@ -830,6 +860,8 @@ mod tests {
             leader_uptime_ms: None,
             diff_count: 0,
             snap_count: 0,
+            proposal_count: 0,
+            proposal_sizes: (-1, -1, -1),
             last_election: None,
             looking_since_ms: None,
             config_text: String::new(),
