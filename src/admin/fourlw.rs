@@ -2376,6 +2376,7 @@ zk_p999_write_commitproc_time_ms	0
             lag_ms_at_least: false,
             last_heard_ms_ago: 0,
             connected_at_ms: 0,
+            link: None,
         };
         ServerSnapshot {
             mode: if leader { "leader" } else { "follower" }.into(),

@@ -18,6 +18,7 @@ use super::fourlw::{
 use super::quorum::EnsembleView;
 use super::snapshot;
 use crate::config::{Config, ServerSpec};
+use crate::net::peer::quorum::QuorumLinkInfo;
 use crate::server::stats::LastSnapshot;
 use crate::server::Server;
 use serde_json::{json, Map, Value};
@@ -409,8 +410,23 @@ pub fn run(name: &str, params: &HashMap<String, String>, view: &AdminView) -> Va
             }
         }
         "observers" => {
-            put("synced_observers", json!(0));
-            put("observers", json!([]));
+            // SyncedObserverConsCommand: a leader's observing learners (synced ones),
+            // each as LearnerHandler.getLearnerHandlerInfo; elsewhere none (a follower
+            // lists observers only as an observer master, which keel is not).
+            let observers: Vec<Value> = snap
+                .ensemble
+                .as_ref()
+                .filter(|e| e.is_leader())
+                .map(|e| {
+                    e.learners
+                        .iter()
+                        .filter(|l| l.observer && l.synced)
+                        .map(observer_info)
+                        .collect()
+                })
+                .unwrap_or_default();
+            put("synced_observers", json!(observers.len()));
+            put("observers", Value::Array(observers));
         }
         "server_stats" | "stats" => {
             server_stats(snap, &mut put);
@@ -526,6 +542,34 @@ pub fn run(name: &str, params: &HashMap<String, String>, view: &AdminView) -> Va
         _ => {}
     }
     response(command.primary, data, None)
+}
+
+/// One observer as the leader's `observers` lists it (LearnerHandler's info, in its
+/// key order; `queued_packets_size` is the bytes queued to it).
+fn observer_info(l: &super::quorum::LearnerView) -> Value {
+    let link = l.link.unwrap_or(QuorumLinkInfo {
+        remote: None,
+        packets_received: 0,
+        packets_sent: 0,
+        requests: 0,
+        last_zxid: -1,
+        queued_packets: 0,
+        queued_bytes: 0,
+    });
+    let remote = link
+        .remote
+        .map_or_else(|| "<null>".to_string(), |a| java_socket_addr(&a));
+    json!({
+        "remote_socket_address": remote,
+        "sid": l.sid,
+        "established": l.connected_at_ms,
+        "queued_packets": link.queued_packets,
+        "queued_packets_size": link.queued_bytes,
+        "packets_received": link.packets_received,
+        "packets_sent": link.packets_sent,
+        "requests": link.requests,
+        "last_zxid": link.last_zxid,
+    })
 }
 
 /// One voting member as `voting_view` shows it (ZooKeeper's `QuorumServerView`): its
@@ -842,6 +886,7 @@ mod tests {
     /// ensemble led by 3, as ZooKeeper 3.8.0 answers them (captured).
     #[test]
     fn ensemble_answers_of_the_quorum_commands() {
+        use crate::admin::quorum::LearnerView;
         let text = "tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir=/d\nclientPort=3401\n\
                     server.1=127.0.0.1:3402:3403\nserver.2=127.0.0.1:3412:3413\n\
                     server.3=127.0.0.1:3422:3423\n";
@@ -907,6 +952,60 @@ mod tests {
         assert_eq!(z["voting"], json!(true));
         assert_eq!(z["last_zxid"], json!("0x0"));
         assert_eq!(z["zabstate"], json!("broadcast"));
+        assert_eq!(z["client_address"], json!("0.0.0.0:3401"));
+        // An ensemble member: no initial configuration (ZooKeeper 3.8: null).
+        let icfg = run("initial_configuration", &HashMap::new(), &v);
+        assert_eq!(icfg["initial_configuration"], Value::Null);
+        // With reconfig on, this member's own server line has no client address.
+        config.reconfig_enabled = true;
+        let v = gather(&server, &config, Some(&e));
+        let voting = run("voting_view", &HashMap::new(), &v);
+        assert_eq!(voting["current_config"]["1"]["client_address"], json!(""));
+        let z = run("zabstate", &HashMap::new(), &v);
+        assert_eq!(z["client_address"], Value::Null);
+        // The leader lists its synced observers as LearnerHandler info (captured shape).
+        let observer = LearnerView {
+            sid: 4,
+            observer: true,
+            synced: true,
+            acked_zxid: 0,
+            lag_txns: None,
+            lag_ms: None,
+            lag_ms_at_least: false,
+            last_heard_ms_ago: 0,
+            connected_at_ms: 1796306247456,
+            link: Some(QuorumLinkInfo {
+                remote: Some("127.0.0.1:34000".parse().unwrap()),
+                packets_received: 25,
+                packets_sent: 30,
+                requests: 0,
+                last_zxid: 0x100000005,
+                queued_packets: 0,
+                queued_bytes: 0,
+            }),
+        };
+        let leader = EnsembleView {
+            my_id: 3,
+            leader_id: Some(3),
+            peer_state: "leading - broadcast".into(),
+            learners: vec![
+                LearnerView {
+                    observer: false,
+                    sid: 2,
+                    ..observer
+                },
+                observer,
+            ],
+            ..e
+        };
+        let v = gather(&server, &config, Some(&leader));
+        assert_eq!(
+            serde_json::to_string(&run("observers", &HashMap::new(), &v)).unwrap(),
+            "{\"synced_observers\":1,\"observers\":[{\"remote_socket_address\":\"/127.0.0.1:34000\",\
+             \"sid\":4,\"established\":1796306247456,\"queued_packets\":0,\"queued_packets_size\":0,\
+             \"packets_received\":25,\"packets_sent\":30,\"requests\":0,\"last_zxid\":4294967301}],\
+             \"command\":\"observers\",\"error\":null}"
+        );
     }
 
     #[test]

@@ -29,6 +29,8 @@ pub struct LearnerView {
     pub last_heard_ms_ago: u64,
     /// When it connected to this leader (its election's end), ms since the Unix epoch.
     pub connected_at_ms: u64,
+    /// Its quorum connection's address and figures (`observers`), while it is up.
+    pub link: Option<crate::net::peer::quorum::QuorumLinkInfo>,
 }
 
 /// One finished election of this member.

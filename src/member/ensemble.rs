@@ -330,6 +330,7 @@ impl EnsembleCore {
                         lag_ms_at_least,
                         last_heard_ms_ago: now.saturating_sub(l.last_heard_ms),
                         connected_at_ms: l.connected_ms,
+                        link: self.peers.quorum_link(l.sid),
                     }
                 })
                 .collect(),
