@@ -6,13 +6,13 @@
 # leader and on a follower; admin_compare.py compares them after masking what differs by
 # nature (times, packet and byte counts, file descriptors, client ports of the asker).
 # A second pass (issue 18 part 4) does it again on ensembles with localSessionsEnabled,
-# localSessionsUpgradingEnabled and reconfigEnabled, while admin_sessions.py holds a local
+# localSessionsUpgradingEnabled and reconfigEnabled and an observer, while admin_sessions.py holds a local
 # and an upgraded (global) session on the leader and on a follower, and adds the words
 # and commands that show sessions, ephemerals and watches (dump, cons, wchs, wchc, wchp;
 # dump, connections, stats, watches, watches_by_path, watch_summary,
 # initial_configuration); session ids are compared by who holds them.
-#   usage: admin.sh [BASE]   (BASE 3400: members on BASE+1..BASE+23, AdminServers on
-#                             BASE+41..BASE+43)
+#   usage: admin.sh [BASE]   (BASE 3400: members on BASE+1..BASE+33, AdminServers on
+#                             BASE+41..BASE+44)
 # Exits nonzero on any difference. Work files: $WORK (/tmp/keel-compat/ensemble-admin;
 # the second pass in $WORK/sessions).
 set -uo pipefail
@@ -89,7 +89,9 @@ capture zk "$WORK/out-zk" "$(cat "$WORK/out-keel/leader.sid")" || exit 1
 python3 "$HERE/admin_compare.py" "$WORK/out-zk" "$WORK/out-keel" "$WORK" | tee "$WORK/result.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 
-# Second pass: local sessions and reconfig on.
+# Second pass: local sessions and reconfig on, and an observer (member 4: the leader's
+# `observers` lists it).
+export ENSEMBLE_OBSERVERS=1
 EXTRA="localSessionsEnabled=true
 localSessionsUpgradingEnabled=true
 reconfigEnabled=true"
