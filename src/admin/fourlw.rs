@@ -1154,27 +1154,47 @@ fn summary_entries(push: &mut impl FnMut(&str, MntrValue), name: &str, s: &Summa
     }
 }
 
-/// Java's `Long.toHexString`: lower-case hex of the 64-bit two's complement.
-/// Orders `items`, keyed by strings, as a Java `ConcurrentHashMap` of that many entries
-/// iterates them (ZooKeeper's per-namespace counter sets): by bin, the spread
-/// `String.hashCode` masked by the table size (16, doubled each time the entries reach
-/// three quarters of it); entries of one bin in their order before (the map's own
-/// insertion order within a bin is not known here).
-pub(crate) fn java_hash_order<T>(items: &mut [T], key: impl Fn(&T) -> &str) {
-    let mut table = 16usize;
-    while items.len() >= table - table / 4 {
-        table *= 2;
-    }
-    let bin = |s: &str| {
-        let h = s
-            .encode_utf16()
-            .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)));
-        let spread = (h ^ ((h as u32) >> 16) as i32) & 0x7fff_ffff;
-        spread as usize & (table - 1)
-    };
-    items.sort_by_key(|t| bin(key(t)));
+/// Which Java hash table an order is that of: they grow at slightly different sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum JavaTable {
+    /// `ConcurrentHashMap`: a table of n bins holds fewer than 3n/4 entries.
+    Concurrent,
+    /// `HashMap` / `HashSet`: at most 3n/4.
+    Plain,
 }
 
+/// Orders `items` as a fresh Java hash table (16 bins, grown as entries came) of that
+/// many entries iterates them: by bin, the spread hash (`h ^ h >>> 16`) masked by the
+/// table size; entries of one bin keep their order here (the table's own insertion
+/// order within a bin is not known). `hash` is the key's Java `hashCode`.
+pub(crate) fn java_hash_order<T>(items: &mut [T], table: JavaTable, hash: impl Fn(&T) -> i32) {
+    let mut bins = 16usize;
+    let full = |bins: usize| match table {
+        JavaTable::Concurrent => items.len() >= bins - bins / 4,
+        JavaTable::Plain => items.len() > bins - bins / 4,
+    };
+    while full(bins) {
+        bins *= 2;
+    }
+    items.sort_by_key(|t| {
+        let h = hash(t);
+        let spread = (h ^ ((h as u32) >> 16) as i32) & 0x7fff_ffff;
+        spread as usize & (bins - 1)
+    });
+}
+
+/// Java's `String.hashCode`.
+pub(crate) fn java_string_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+/// Java's `Long.hashCode`.
+pub(crate) fn java_long_hash(v: i64) -> i32 {
+    (v ^ ((v as u64) >> 32) as i64) as i32
+}
+
+/// Java's `Long.toHexString`: lower-case hex of the 64-bit two's complement.
 pub(crate) fn java_hex(v: i64) -> String {
     format!("{:x}", v as u64)
 }
@@ -1558,20 +1578,35 @@ Connections Sets (4)/(3):
     /// ZooKeeper 3.8's mntr listed the write_per_namespace summaries of /e1, /e2 and /p1
     /// as p1, e1, e2 (String hashes 3180, 3181, 3521: bins 12, 13, 1 of 16).
     #[test]
-    fn java_hash_order_is_a_concurrent_hash_maps() {
+    fn java_hash_order_is_a_java_hash_tables() {
         let mut names = vec!["e1", "e2", "p1"];
-        java_hash_order(&mut names, |n| n);
+        java_hash_order(&mut names, JavaTable::Concurrent, |n| java_string_hash(n));
         assert_eq!(names, ["p1", "e1", "e2"]);
         // "p" hashes to 112: bin 0 of 16, bin 16 of 32 (from 12 entries on); "a".."k"
         // to 97..107, bins 1..11 of either.
         let order = |n: usize| {
             let mut v: Vec<String> = ('a'..='k').take(n - 1).map(String::from).collect();
             v.push("p".into());
-            java_hash_order(&mut v, |s| s.as_str());
+            java_hash_order(&mut v, JavaTable::Concurrent, |s| java_string_hash(s));
             v.concat()
         };
         assert_eq!(order(11), "pabcdefghij");
         assert_eq!(order(12), "abcdefghijkp");
+        // A HashSet of 12 still has 16 bins.
+        let mut v: Vec<String> = ('a'..='k').map(String::from).collect();
+        v.push("p".into());
+        java_hash_order(&mut v, JavaTable::Plain, |s| java_string_hash(s));
+        assert_eq!(v.concat(), "pabcdefghijk");
+        // Session ids (Long.hashCode): ZooKeeper's dump listed 0x10004fd55fb0001 before
+        // 0x30004fd547b0001 (both bin 7); 0x1000003a7fe0001 before 0x1000003a7fe0000
+        // (bins 12 and 13), as in dump_matches_capture.
+        let mut ids = vec![0x30004fd547b0001_i64, 0x10004fd55fb0001];
+        ids.sort_unstable();
+        java_hash_order(&mut ids, JavaTable::Concurrent, |&v| java_long_hash(v));
+        assert_eq!(ids, [0x10004fd55fb0001, 0x30004fd547b0001]);
+        let mut ids = vec![0x1000003a7fe0000_i64, 0x1000003a7fe0001];
+        java_hash_order(&mut ids, JavaTable::Concurrent, |&v| java_long_hash(v));
+        assert_eq!(ids, [0x1000003a7fe0001, 0x1000003a7fe0000]);
     }
 
     /// The session tracker part of `dump` on ensemble members with local sessions, as a

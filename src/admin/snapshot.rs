@@ -2,8 +2,9 @@
 //! the running [`Server`].
 
 use super::fourlw::{
-    java_hash_order, keel_environment, ConfSnapshot, ConnectionExpiryBucket, ConnectionSnapshot,
-    ServerSnapshot, SessionExpiryBucket, Summary,
+    java_hash_order, java_long_hash, java_string_hash, keel_environment, ConfSnapshot,
+    ConnectionExpiryBucket, ConnectionSnapshot, JavaTable, ServerSnapshot, SessionExpiryBucket,
+    Summary,
 };
 use super::quorum::EnsembleView;
 use crate::config::Config;
@@ -249,7 +250,9 @@ pub fn build(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) 
     ] {
         // ZooKeeper's counter sets keep them in a ConcurrentHashMap: its order.
         let mut namespaces: Vec<(&str, &SummaryStat)> = stats.iter().collect();
-        java_hash_order(&mut namespaces, |(n, _)| n);
+        java_hash_order(&mut namespaces, JavaTable::Concurrent, |(n, _)| {
+            java_string_hash(n)
+        });
         for (namespace, s) in namespaces {
             summary_sets.push((format!("{namespace}_{suffix}"), mntr_summary(s)));
         }
@@ -336,12 +339,7 @@ pub fn build(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) 
         },
         environment: keel_environment(),
         data_watches: data_watches.into_iter().collect(),
-        ephemerals: server
-            .tree
-            .all_ephemerals()
-            .iter()
-            .map(|(s, paths)| (*s, paths.iter().cloned().collect()))
-            .collect(),
+        ephemerals: ephemerals(server),
         digest_log: server.tree.digest_log().collect(),
         connection_expiry: connection_expiry(server),
         session_expiry: expiry_buckets(&server.sessions),
@@ -372,6 +370,24 @@ pub fn build(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) 
             .sum(),
         ..ServerSnapshot::default()
     }
+}
+
+/// Ephemeral paths by owner session in the order ZooKeeper's `dump` lists them: the
+/// DataTree's ConcurrentHashMap of sessions, each one's paths a HashSet.
+fn ephemerals(server: &Server) -> Vec<(i64, Vec<String>)> {
+    let mut out: Vec<(i64, Vec<String>)> = server
+        .tree
+        .all_ephemerals()
+        .iter()
+        .map(|(s, paths)| {
+            let mut paths: Vec<String> = paths.iter().cloned().collect();
+            java_hash_order(&mut paths, JavaTable::Plain, |p| java_string_hash(p));
+            (*s, paths)
+        })
+        .collect();
+    out.sort_unstable_by_key(|(s, _)| *s);
+    java_hash_order(&mut out, JavaTable::Concurrent, |(s, _)| java_long_hash(*s));
+    out
 }
 
 /// Bytes in the files under `dir`, recursively; 0 where it is missing. ZooKeeper's
