@@ -37,6 +37,8 @@ suite curator bash "$HERE/curator/run.sh" keel
 suite recipes bash "$HERE/recipes/run.sh" keel
 suite kazoo bash "$HERE/kazoo/run.sh" keel
 suite kazoo-cluster bash "$HERE/kazoo/run.sh" --cluster keel
+suite kazoo-cluster-local-session-ro bash "$HERE/kazoo/run.sh" --cluster --variant local-session-ro keel
+suite kazoo-cluster-observer bash "$HERE/kazoo/run.sh" --cluster --variant observer keel
 suite kazoo-mixed bash "$HERE/kazoo/run.sh" --cluster keel,keel,zk
 suite tls bash "$HERE/tls/run.sh"
 suite sasl bash "$HERE/sasl/run.sh"

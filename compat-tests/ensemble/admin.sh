@@ -5,9 +5,16 @@
 # (leader, voting_view, zabstate, server_stats, configuration, monitor, observers) on its
 # leader and on a follower; admin_compare.py compares them after masking what differs by
 # nature (times, packet and byte counts, file descriptors, client ports of the asker).
-#   usage: admin.sh [BASE]   (BASE 3400: members on BASE+1..BASE+23, AdminServers on
-#                             BASE+41..BASE+43)
-# Exits nonzero on any difference. Work files: $WORK (/tmp/keel-compat/ensemble-admin).
+# A second pass (issue 18 part 4) does it again on ensembles with localSessionsEnabled,
+# localSessionsUpgradingEnabled and reconfigEnabled and an observer, while admin_sessions.py holds a local
+# and an upgraded (global) session on the leader and on a follower, and adds the words
+# and commands that show sessions, ephemerals and watches (dump, cons, wchs, wchc, wchp;
+# dump, connections, stats, watches, watches_by_path, watch_summary,
+# initial_configuration); session ids are compared by who holds them.
+#   usage: admin.sh [BASE]   (BASE 3400: members on BASE+1..BASE+33, AdminServers on
+#                             BASE+41..BASE+44)
+# Exits nonzero on any difference. Work files: $WORK (/tmp/keel-compat/ensemble-admin;
+# the second pass in $WORK/sessions).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/lib.sh"
@@ -22,44 +29,75 @@ for j in jetty9-server jetty9-servlet jetty9-util jetty9-http jetty9-io jetty9-s
 done
 export ZK_CP_EXTRA
 
-if [ ! -x "$KEEL_BIN" ]; then
-  echo "keel binary $KEEL_BIN not found (cargo build --release, or set KEEL_BIN)" >&2; exit 2
-fi
-trap 'stop_ensemble "$WORK/zk"; stop_ensemble "$WORK/keel"' EXIT
+need_kazoo_and_keel
+trap 'stop_ensemble "$WORK/zk"; stop_ensemble "$WORK/keel"; stop_sessions' EXIT
 
 word() { # PORT WORD
   timeout 5 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf %s "$2" >&3 && cat <&3' _ "$1" "$2"
 }
 
-capture() { # KIND [LEADER_SID]
-  local kind=$1 want=${2:-} dir=$WORK/$1 out=$WORK/out-$1 mode i p w c try
+SESSIONS_PID=
+stop_sessions() { [ -n "$SESSIONS_PID" ] && kill "$SESSIONS_PID" 2>/dev/null; SESSIONS_PID=; true; }
+
+# capture KIND OUT [LEADER_SID]: the first pass, or the second one when EXTRA (zoo.cfg
+# lines) is set.
+capture() {
+  local kind=$1 out=$2 want=${3:-} dir=$WORK/$1 mode i p w c try
+  local words="srvr stat mntr conf" commands="leader voting_view zabstate server_stats configuration monitor observers"
+  if [ -n "${EXTRA:-}" ]; then
+    words="$words dump cons wchs wchc wchp"
+    commands="$commands dump connections stats watches watches_by_path watch_summary initial_configuration"
+  fi
   # Which member a fresh ensemble elects is start-up timing (ZooKeeper elected sid 2 in
   # one CI run, keel sid 3): the figures compared name the sid, so the second ensemble
   # is restarted (up to 5 times) until it has the first one's leader.
   for try in 1 2 3 4 5; do
-    start_ensemble "$kind" "$dir" "$BASE" || { tail -n 30 "$dir"/m*/log >&2; return 1; }
+    start_ensemble "$kind" "$dir" "$BASE" "${EXTRA:-}" || { tail -n 30 "$dir"/m*/log >&2; return 1; }
     [ -z "$want" ] && break
     [ "$(member_mode "$(cat "$dir/m$want/port")")" = leader ] && break
     echo "$kind elected another leader than sid $want (try $try); restarting it" >&2
     stop_ensemble "$dir"
   done
-  # Let the followers' sync figures settle (the leader's first pings).
-  sleep 2
   rm -rf "$out"; mkdir -p "$out"
+  if [ -n "${EXTRA:-}" ]; then
+    "$VENV/bin/python" "$HERE/admin_sessions.py" "$dir" "$out/sessions" 2> "$out/sessions.err" &
+    SESSIONS_PID=$!
+    for _ in $(seq 150); do [ -s "$out/sessions" ] && break; sleep 0.2; done
+    [ -s "$out/sessions" ] || { echo "admin_sessions.py did not set up its sessions" >&2; cat "$out/sessions.err" >&2; return 1; }
+  fi
+  # Let the followers' sync figures settle (the leader's first pings); with sessions,
+  # long enough for each client to ping after its last request (Kazoo pings a 10 s
+  # session after ~3.3 s idle), so every connection's last op and zxid is its ping's.
+  sleep "$([ -n "${EXTRA:-}" ] && echo 5 || echo 2)"
   for mode in leader follower; do
     for i in 1 2 3; do
       p=$(cat "$dir/m$i/port"); [ "$(member_mode "$p")" = "$mode" ] && break
     done
     echo "$i" > "$out/$mode.sid"
-    for w in srvr stat mntr conf; do word "$p" $w > "$out/$mode.$w"; done
-    for c in leader voting_view zabstate server_stats configuration monitor observers; do
+    for w in $words; do word "$p" $w > "$out/$mode.$w"; done
+    for c in $commands; do
       curl -s "http://127.0.0.1:$((ENSEMBLE_ADMIN_BASE + i))/commands/$c" > "$out/$mode.$c.json"
     done
   done
+  stop_sessions
   stop_ensemble "$dir"
 }
 
-capture keel || exit 1
-capture zk "$(cat "$WORK/out-keel/leader.sid")" || exit 1
+rc=0
+capture keel "$WORK/out-keel" || exit 1
+capture zk "$WORK/out-zk" "$(cat "$WORK/out-keel/leader.sid")" || exit 1
 python3 "$HERE/admin_compare.py" "$WORK/out-zk" "$WORK/out-keel" "$WORK" | tee "$WORK/result.txt"
-exit "${PIPESTATUS[0]}"
+[ "${PIPESTATUS[0]}" = 0 ] || rc=1
+
+# Second pass: local sessions and reconfig on, and an observer (member 4: the leader's
+# `observers` lists it).
+export ENSEMBLE_OBSERVERS=1
+EXTRA="localSessionsEnabled=true
+localSessionsUpgradingEnabled=true
+reconfigEnabled=true"
+S=$WORK/sessions; mkdir -p "$S"
+capture keel "$S/out-keel" || exit 1
+capture zk "$S/out-zk" "$(cat "$S/out-keel/leader.sid")" || exit 1
+python3 "$HERE/admin_compare.py" "$S/out-zk" "$S/out-keel" "$WORK" --sessions | tee "$S/result.txt"
+[ "${PIPESTATUS[0]}" = 0 ] || rc=1
+exit $rc

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run stock Kazoo 2.11.0's own test suite (pytest --pyargs kazoo.tests) against servers
 # started by Kazoo's harness through the `java` launcher in ./launcher.
-#   run.sh [--cluster] [zk|keel|KINDS] [extra pytest args...]    (default: keel)
+#   run.sh [--cluster] [--variant VARIANT] [zk|keel|KINDS] [extra pytest args...]  (default: keel)
 # KINDS (with --cluster only): a mixed keel/ZooKeeper ensemble, one kind per server id,
 # e.g. zk,keel,keel (the launcher starts member N as the N-th kind; issue 17 c); compared
 # with expected-failures-cluster.txt too, and the ZooKeeper members' logs are checked for
@@ -9,6 +9,15 @@
 # Without --cluster: one standalone server (client port 30000), expected-failures.txt.
 # With --cluster: a 3-member ensemble (client ports 31000, 31010, 31020; each member's
 # zoo.cfg has the server.N lines and its myid), expected-failures-cluster.txt.
+# --variant (with --cluster only; issue 18 a) sets one of the harness's own ensemble
+# variants (kazoo/testing/harness.py, common.py), unset by default:
+#   local-session-ro  ZOOKEEPER_LOCAL_SESSION_RO=true: every member's zoo.cfg has
+#                     localSessionsEnabled=true and localSessionsUpgradingEnabled=true
+#   observer          ZOOKEEPER_OBSERVER_START_ID=3: member 3 is an observer (its server.3
+#                     line ends in :observer and its zoo.cfg has peerType=observer)
+# The work dir's name gets -VARIANT; the expected failures are
+# expected-failures-cluster-VARIANT.txt if there is one (local-session-ro, observer), else
+# expected-failures-cluster.txt (compare with `--variant V zk`, ZooKeeper's own result).
 # Exits 0 iff every test not listed in the expected-failures file passed.
 # Work dir (junit xml, pytest log, failure list):
 #   ${KAZOO_WORK:-/tmp/keel-compat/kazoo-TARGET} (kazoo-cluster-TARGET with --cluster)
@@ -17,8 +26,20 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib.sh"
 
-CLUSTER=
-if [ "${1:-}" = --cluster ]; then CLUSTER=1; shift; fi
+CLUSTER= VARIANT=
+while :; do
+  case ${1:-} in
+  --cluster) CLUSTER=1; shift ;;
+  --variant) VARIANT=${2:-}; shift 2 || shift ;;
+  *) break ;;
+  esac
+done
+case $VARIANT in
+'') ;;
+local-session-ro|observer)
+  [ -n "$CLUSTER" ] || { echo "$0: --variant needs --cluster" >&2; exit 2; } ;;
+*) echo "$0: --variant is local-session-ro or observer" >&2; exit 2 ;;
+esac
 TARGET=${1:-keel}
 shift || true
 case $TARGET in
@@ -26,13 +47,16 @@ zk|keel) ;;
 *,*)
   [ -n "$CLUSTER" ] && [[ $TARGET =~ ^(zk|keel)(,(zk|keel))+$ ]] ||
     { echo "$0: a KINDS list like zk,keel,keel needs --cluster and only zk or keel" >&2; exit 2; } ;;
-*) echo "usage: $0 [--cluster] [zk|keel|KINDS] [pytest args...]" >&2; exit 2 ;;
+*) echo "usage: $0 [--cluster] [--variant VARIANT] [zk|keel|KINDS] [pytest args...]" >&2; exit 2 ;;
 esac
 if [ -n "$CLUSTER" ]; then
   # 3 members started one after the other (3 JVMs on a 2-core machine for zk): generous
   # per-test timeout; a separate port range so a cluster run never meets a standalone one.
-  SIZE=3 OFFSET=${KAZOO_PORT_OFFSET:-31000} TIMEOUT=300 NAME=kazoo-cluster-${TARGET//,/-}
+  SIZE=3 OFFSET=${KAZOO_PORT_OFFSET:-31000} TIMEOUT=300 NAME=kazoo-cluster-${TARGET//,/-}${VARIANT:+-$VARIANT}
   EXPECTED=$HERE/expected-failures-cluster.txt
+  # A variant with its own list (expected-failures-cluster-VARIANT.txt) uses that one.
+  [ -n "$VARIANT" ] && [ -f "$HERE/expected-failures-cluster-$VARIANT.txt" ] &&
+    EXPECTED=$HERE/expected-failures-cluster-$VARIANT.txt
 else
   SIZE=1 OFFSET=${KAZOO_PORT_OFFSET:-30000} TIMEOUT=120 NAME=kazoo-$TARGET
   EXPECTED=$HERE/expected-failures.txt
@@ -59,6 +83,10 @@ export ZOOKEEPER_PORT_OFFSET=$OFFSET
 export CI=true
 export PATH=$HERE/launcher:$VENV/bin:$PATH
 unset ZOOKEEPER_JAAS_AUTH ZOOKEEPER_OBSERVER_START_ID ZOOKEEPER_LOCAL_SESSION_RO
+case $VARIANT in
+local-session-ro) export ZOOKEEPER_LOCAL_SESSION_RO=true ;;
+observer) export ZOOKEEPER_OBSERVER_START_ID=3 ;;
+esac
 
 # Kerberos for TestSASLGSSAPIAuthentication: the realm, principals and keytabs its
 # harness expects (KAZOOTEST.ORG, zookeeper/127.0.0.1 in server.keytab, client in
@@ -72,7 +100,7 @@ start_kdc "$KDC" $((OFFSET + 90)) KAZOOTEST.ORG &&
 trap 'stop_kdc "$KDC"' EXIT
 export KRB5_TEST_ENV=$KDC KRB5CCNAME=FILE:$KDC/ccache
 
-echo "== kazoo.tests against $TARGET, $SIZE server(s) (launcher: $HERE/launcher/java, work: $WORK)"
+echo "== kazoo.tests against $TARGET, $SIZE server(s)${VARIANT:+, variant $VARIANT} (launcher: $HERE/launcher/java, work: $WORK)"
 start=$(date +%s)
 # rootdir = site-packages, so node ids read kazoo/tests/test_x.py::Class::test_y
 (cd "$SITE" && "$VENV/bin/python" -m pytest --pyargs kazoo.tests --rootdir "$SITE" \

@@ -282,6 +282,14 @@ pub struct ServerSnapshot {
     pub ephemerals: Vec<(i64, Vec<String>)>,
     /// Session expiry queue, in any order (`dump` sorts by time).
     pub session_expiry: Vec<SessionExpiryBucket>,
+    /// An ensemble member's local sessions (`localSessionsEnabled`): their expiry queue,
+    /// which `dump` prints first ("Local Session Sets", the UpgradeableSessionTracker's
+    /// LocalSessionTracker); `None` without local sessions.
+    pub local_session_expiry: Option<Vec<SessionExpiryBucket>>,
+    /// A learner's (follower, observer, read-only server) global sessions and their
+    /// timeouts, which its `dump` lists in place of an expiry queue
+    /// (`LearnerSessionTracker.dumpSessions`: "Global Sessions(N):"); `None` elsewhere.
+    pub learner_global_sessions: Option<Vec<(i64, i32)>>,
     /// Connection expiry queue, in any order (`dump` sorts by time).
     pub connection_expiry: Vec<ConnectionExpiryBucket>,
     /// (zxid, digest) history of the DataTree digest (`hash`), oldest first.
@@ -352,6 +360,8 @@ impl Default for ServerSnapshot {
             data_watches: Vec::new(),
             ephemerals: Vec::new(),
             session_expiry: Vec::new(),
+            local_session_expiry: None,
+            learner_global_sessions: None,
             connection_expiry: Vec::new(),
             digest_log: Vec::new(),
             trace_mask: DEFAULT_TRACE_MASK,
@@ -666,10 +676,10 @@ fn conf(out: &mut String, snap: &ServerSnapshot) {
     }
 }
 
-/// `dump` (`DumpCommand`): session expiry queue, ephemerals, connection expiry queue.
-fn dump(out: &mut String, snap: &ServerSnapshot) {
-    out.push_str("SessionTracker dump:\n");
-    let mut sessions: Vec<&SessionExpiryBucket> = snap.session_expiry.iter().collect();
+/// "Session Sets (N)/(M):" and the buckets (`SessionTrackerImpl.dumpSessions`, an
+/// ExpiryQueue's `dump`), in time order.
+fn session_sets(out: &mut String, buckets: &[SessionExpiryBucket]) {
+    let mut sessions: Vec<&SessionExpiryBucket> = buckets.iter().collect();
     sessions.sort_by_key(|b| b.expire_at_ms);
     let total: usize = sessions.iter().map(|b| b.session_ids.len()).sum();
     let _ = writeln!(out, "Session Sets ({})/({}):", sessions.len(), total);
@@ -682,6 +692,37 @@ fn dump(out: &mut String, snap: &ServerSnapshot) {
         );
         for id in &b.session_ids {
             let _ = writeln!(out, "\t0x{}", java_hex(*id));
+        }
+    }
+}
+
+/// `dump` (`DumpCommand`): session tracker, ephemerals, connection expiry queue.
+/// The session tracker's part is ZooKeeper's `dumpSessions` of the tracker the server
+/// runs: a standalone server's or a leader's expiry queue ("Session Sets"), a learner's
+/// global sessions with their timeouts ("Global Sessions(N)"); with local sessions the
+/// local tracker's queue comes first ("Local Session Sets") and a leader's global queue
+/// is then headed "Global Session Sets" (Leader/LearnerSessionTracker).
+fn dump(out: &mut String, snap: &ServerSnapshot) {
+    out.push_str("SessionTracker dump:\n");
+    if let Some(local) = &snap.local_session_expiry {
+        out.push_str("Local ");
+        session_sets(out, local);
+    }
+    match &snap.learner_global_sessions {
+        Some(global) => {
+            let _ = writeln!(out, "Global Sessions({}):", global.len());
+            // A TreeSet<Long>: ordered as signed ids.
+            let mut global = global.clone();
+            global.sort_unstable();
+            for (id, timeout_ms) in global {
+                let _ = writeln!(out, "0x{}\t{timeout_ms}ms", java_hex(id));
+            }
+        }
+        None => {
+            if snap.local_session_expiry.is_some() {
+                out.push_str("Global ");
+            }
+            session_sets(out, &snap.session_expiry);
         }
     }
     out.push_str("ephemeral nodes dump:\n");
@@ -1113,6 +1154,46 @@ fn summary_entries(push: &mut impl FnMut(&str, MntrValue), name: &str, s: &Summa
     }
 }
 
+/// Which Java hash table an order is that of: they grow at slightly different sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum JavaTable {
+    /// `ConcurrentHashMap`: a table of n bins holds fewer than 3n/4 entries.
+    Concurrent,
+    /// `HashMap` / `HashSet`: at most 3n/4.
+    Plain,
+}
+
+/// Orders `items` as a fresh Java hash table (16 bins, grown as entries came) of that
+/// many entries iterates them: by bin, the spread hash (`h ^ h >>> 16`) masked by the
+/// table size; entries of one bin keep their order here (the table's own insertion
+/// order within a bin is not known). `hash` is the key's Java `hashCode`.
+pub(crate) fn java_hash_order<T>(items: &mut [T], table: JavaTable, hash: impl Fn(&T) -> i32) {
+    let mut bins = 16usize;
+    let full = |bins: usize| match table {
+        JavaTable::Concurrent => items.len() >= bins - bins / 4,
+        JavaTable::Plain => items.len() > bins - bins / 4,
+    };
+    while full(bins) {
+        bins *= 2;
+    }
+    items.sort_by_key(|t| {
+        let h = hash(t);
+        let spread = (h ^ ((h as u32) >> 16) as i32) & 0x7fff_ffff;
+        spread as usize & (bins - 1)
+    });
+}
+
+/// Java's `String.hashCode`.
+pub(crate) fn java_string_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+/// Java's `Long.hashCode`.
+pub(crate) fn java_long_hash(v: i64) -> i32 {
+    (v ^ ((v as u64) >> 32) as i64) as i32
+}
+
 /// Java's `Long.toHexString`: lower-case hex of the 64-bit two's complement.
 pub(crate) fn java_hex(v: i64) -> String {
     format!("{:x}", v as u64)
@@ -1492,6 +1573,105 @@ Connections Sets (4)/(3):
 \tip: /127.0.0.1:48258 sessionId: 0x1000003a7fe0000
 ";
         assert_text(&render("dump", &captured()).unwrap(), expected);
+    }
+
+    /// ZooKeeper 3.8's mntr listed the write_per_namespace summaries of /e1, /e2 and /p1
+    /// as p1, e1, e2 (String hashes 3180, 3181, 3521: bins 12, 13, 1 of 16).
+    #[test]
+    fn java_hash_order_is_a_java_hash_tables() {
+        let mut names = vec!["e1", "e2", "p1"];
+        java_hash_order(&mut names, JavaTable::Concurrent, |n| java_string_hash(n));
+        assert_eq!(names, ["p1", "e1", "e2"]);
+        // "p" hashes to 112: bin 0 of 16, bin 16 of 32 (from 12 entries on); "a".."k"
+        // to 97..107, bins 1..11 of either.
+        let order = |n: usize| {
+            let mut v: Vec<String> = ('a'..='k').take(n - 1).map(String::from).collect();
+            v.push("p".into());
+            java_hash_order(&mut v, JavaTable::Concurrent, |s| java_string_hash(s));
+            v.concat()
+        };
+        assert_eq!(order(11), "pabcdefghij");
+        assert_eq!(order(12), "abcdefghijkp");
+        // A HashSet of 12 still has 16 bins.
+        let mut v: Vec<String> = ('a'..='k').map(String::from).collect();
+        v.push("p".into());
+        java_hash_order(&mut v, JavaTable::Plain, |s| java_string_hash(s));
+        assert_eq!(v.concat(), "pabcdefghijk");
+        // Session ids (Long.hashCode): ZooKeeper's dump listed 0x10004fd55fb0001 before
+        // 0x30004fd547b0001 (both bin 7); 0x1000003a7fe0001 before 0x1000003a7fe0000
+        // (bins 12 and 13), as in dump_matches_capture.
+        let mut ids = vec![0x30004fd547b0001_i64, 0x10004fd55fb0001];
+        ids.sort_unstable();
+        java_hash_order(&mut ids, JavaTable::Concurrent, |&v| java_long_hash(v));
+        assert_eq!(ids, [0x10004fd55fb0001, 0x30004fd547b0001]);
+        let mut ids = vec![0x1000003a7fe0000_i64, 0x1000003a7fe0001];
+        java_hash_order(&mut ids, JavaTable::Concurrent, |&v| java_long_hash(v));
+        assert_eq!(ids, [0x1000003a7fe0001, 0x1000003a7fe0000]);
+    }
+
+    /// The session tracker part of `dump` on ensemble members with local sessions, as a
+    /// ZooKeeper 3.8 ensemble printed it (localSessionsEnabled and UpgradingEnabled; on
+    /// a follower and the leader, each with one local session and two upgraded ones).
+    #[test]
+    fn dump_lists_local_and_global_sessions() {
+        let bucket = |expire_at_ms, session_ids| SessionExpiryBucket {
+            expire_at_ms,
+            session_ids,
+        };
+        let (l1, g1, l3, g3) = (
+            0x10004fd55fb0000,
+            0x10004fd55fb0001,
+            0x30004fd547b0000,
+            0x30004fd547b0001,
+        );
+        let follower = ServerSnapshot {
+            mode: "follower".into(),
+            session_expiry: vec![bucket(1796304463000, vec![g3, g1])],
+            local_session_expiry: Some(vec![bucket(1796304460000, vec![l1])]),
+            learner_global_sessions: Some(vec![(g3, 10000), (g1, 10000)]),
+            ..ServerSnapshot::default()
+        };
+        let text = render("dump", &follower).unwrap();
+        let expected = "SessionTracker dump:
+Local Session Sets (1)/(1):
+1 expire at Thu Dec 03 13:27:40 UTC 2026:
+\t0x10004fd55fb0000
+Global Sessions(2):
+0x10004fd55fb0001\t10000ms
+0x30004fd547b0001\t10000ms
+ephemeral nodes dump:
+";
+        assert_text(&text[..expected.len()], expected);
+        let leader = ServerSnapshot {
+            mode: "leader".into(),
+            session_expiry: vec![
+                bucket(1796304463500, vec![g1]),
+                bucket(1796304463000, vec![g3]),
+            ],
+            local_session_expiry: Some(vec![bucket(1796304463000, vec![l3])]),
+            ..ServerSnapshot::default()
+        };
+        let text = render("dump", &leader).unwrap();
+        let expected = "SessionTracker dump:
+Local Session Sets (1)/(1):
+1 expire at Thu Dec 03 13:27:43 UTC 2026:
+\t0x30004fd547b0000
+Global Session Sets (2)/(2):
+1 expire at Thu Dec 03 13:27:43 UTC 2026:
+\t0x30004fd547b0001
+1 expire at Thu Dec 03 13:27:43 UTC 2026:
+\t0x10004fd55fb0001
+ephemeral nodes dump:
+";
+        assert_text(&text[..expected.len()], expected);
+        // Without local sessions a learner still lists the global ones its way.
+        let plain = ServerSnapshot {
+            local_session_expiry: None,
+            ..follower
+        };
+        assert!(render("dump", &plain).unwrap().starts_with(
+            "SessionTracker dump:\nGlobal Sessions(2):\n0x10004fd55fb0001\t10000ms\n"
+        ));
     }
 
     #[test]
@@ -2231,6 +2411,7 @@ zk_p999_write_commitproc_time_ms	0
             lag_ms_at_least: false,
             last_heard_ms_ago: 0,
             connected_at_ms: 0,
+            link: None,
         };
         ServerSnapshot {
             mode: if leader { "leader" } else { "follower" }.into(),
@@ -2258,6 +2439,8 @@ zk_p999_write_commitproc_time_ms	0
                 leader_uptime_ms: leader.then_some(2707),
                 diff_count: 0,
                 snap_count: 0,
+                proposal_count: 0,
+                proposal_sizes: (-1, -1, -1),
                 last_election: None,
                 looking_since_ms: None,
                 config_text: String::new(),

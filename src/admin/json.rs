@@ -18,6 +18,7 @@ use super::fourlw::{
 use super::quorum::EnsembleView;
 use super::snapshot;
 use crate::config::{Config, ServerSpec};
+use crate::net::peer::quorum::QuorumLinkInfo;
 use crate::server::stats::LastSnapshot;
 use crate::server::Server;
 use serde_json::{json, Map, Value};
@@ -93,8 +94,10 @@ pub struct AdminView {
     pub snap: ServerSnapshot,
     /// The newest complete snapshot (`last_snapshot`).
     pub last_snapshot: Option<LastSnapshot>,
-    /// zoo.cfg as read at start-up (`initial_configuration`).
-    pub initial_config: String,
+    /// zoo.cfg as read at start-up (`initial_configuration`); `None` on an ensemble
+    /// member, which ZooKeeper 3.8 answers `null` (QuorumPeerMain never hands the text
+    /// it read to its QuorumPeer).
+    pub initial_config: Option<String>,
     /// `system_properties`, sorted by name.
     pub system_properties: BTreeMap<String, String>,
     /// The server.N lines (`voting_view`, `zabstate`, the leader's address).
@@ -102,6 +105,8 @@ pub struct AdminView {
     /// This member's client listen address, `addr:port` (ZooKeeper's `0.0.0.0:port`
     /// without clientPortAddress); empty without a client port.
     pub client_address: String,
+    /// `reconfigEnabled` (`voting_view`'s client address of this member).
+    pub reconfig_enabled: bool,
 }
 
 /// Gathers an [`AdminView`] of `server`; runs on the core task (see
@@ -110,13 +115,14 @@ pub fn gather(server: &Server, config: &Config, ensemble: Option<&EnsembleView>)
     let snap = snapshot::build(server, config, ensemble);
     AdminView {
         last_snapshot: server.stats.metrics.storage.figures().last_snapshot,
-        initial_config: config.initial_config.clone(),
+        initial_config: (!config.is_distributed()).then(|| config.initial_config.clone()),
         system_properties: system_properties(config),
         servers: config.servers.clone(),
         client_address: config.client_port.map_or(String::new(), |port| {
             let addr = config.client_port_address.as_deref().unwrap_or("0.0.0.0");
             format!("{addr}:{port}")
         }),
+        reconfig_enabled: config.reconfig_enabled,
         snap,
     }
 }
@@ -330,11 +336,22 @@ pub fn run(name: &str, params: &HashMap<String, String>, view: &AdminView) -> Va
             put("logdir_size", json!(snap.data_log_size));
         }
         "dump" => {
-            let mut expiry: Vec<_> = snap.session_expiry.iter().collect();
-            expiry.sort_by_key(|b| b.expire_at_ms);
-            let expiry: Map<String, Value> = expiry
+            // getSessionExpiryMap: a learner's is empty (LearnerSessionTracker); a
+            // leader's is its local sessions' map with the global one put over it, so a
+            // global bucket replaces a local one due at the same instant
+            // (LeaderSessionTracker).
+            let mut by_time: BTreeMap<i64, &Vec<i64>> = BTreeMap::new();
+            if snap.learner_global_sessions.is_none() {
+                for b in snap.local_session_expiry.iter().flatten() {
+                    by_time.insert(b.expire_at_ms, &b.session_ids);
+                }
+                for b in &snap.session_expiry {
+                    by_time.insert(b.expire_at_ms, &b.session_ids);
+                }
+            }
+            let expiry: Map<String, Value> = by_time
                 .into_iter()
-                .map(|b| (b.expire_at_ms.to_string(), json!(b.session_ids)))
+                .map(|(at, ids)| (at.to_string(), json!(ids)))
                 .collect();
             put("expiry_time_to_session_ids", Value::Object(expiry));
             let ephemerals: Map<String, Value> = snap
@@ -393,8 +410,23 @@ pub fn run(name: &str, params: &HashMap<String, String>, view: &AdminView) -> Va
             }
         }
         "observers" => {
-            put("synced_observers", json!(0));
-            put("observers", json!([]));
+            // SyncedObserverConsCommand: a leader's observing learners (synced ones),
+            // each as LearnerHandler.getLearnerHandlerInfo; elsewhere none (a follower
+            // lists observers only as an observer master, which keel is not).
+            let observers: Vec<Value> = snap
+                .ensemble
+                .as_ref()
+                .filter(|e| e.is_leader())
+                .map(|e| {
+                    e.learners
+                        .iter()
+                        .filter(|l| l.observer && l.synced)
+                        .map(observer_info)
+                        .collect()
+                })
+                .unwrap_or_default();
+            put("synced_observers", json!(observers.len()));
+            put("observers", Value::Array(observers));
         }
         "server_stats" | "stats" => {
             server_stats(snap, &mut put);
@@ -485,7 +517,17 @@ pub fn run(name: &str, params: &HashMap<String, String>, view: &AdminView) -> Va
                         multiple_addresses(&me.host, me.election_port),
                     );
                 }
-                put("client_address", json!(view.client_address));
+                // With reconfig on, a member whose server.N line has no client part has
+                // no client address in the config it runs (see `server_view`): null.
+                let none = view.reconfig_enabled && me.is_some_and(|s| s.client_port.is_none());
+                put(
+                    "client_address",
+                    if none {
+                        Value::Null
+                    } else {
+                        json!(view.client_address)
+                    },
+                );
                 put("voting", json!(me.is_some_and(|s| !s.observer)));
                 put(
                     "last_zxid",
@@ -502,17 +544,48 @@ pub fn run(name: &str, params: &HashMap<String, String>, view: &AdminView) -> Va
     response(command.primary, data, None)
 }
 
+/// One observer as the leader's `observers` lists it (LearnerHandler's info, in its
+/// key order; `queued_packets_size` is the bytes queued to it).
+fn observer_info(l: &super::quorum::LearnerView) -> Value {
+    let link = l.link.unwrap_or(QuorumLinkInfo {
+        remote: None,
+        packets_received: 0,
+        packets_sent: 0,
+        requests: 0,
+        last_zxid: -1,
+        queued_packets: 0,
+        queued_bytes: 0,
+    });
+    let remote = link
+        .remote
+        .map_or_else(|| "<null>".to_string(), |a| java_socket_addr(&a));
+    json!({
+        "remote_socket_address": remote,
+        "sid": l.sid,
+        "established": l.connected_at_ms,
+        "queued_packets": link.queued_packets,
+        "queued_packets_size": link.queued_bytes,
+        "packets_received": link.packets_received,
+        "packets_sent": link.packets_sent,
+        "requests": link.requests,
+        "last_zxid": link.last_zxid,
+    })
+}
+
 /// One voting member as `voting_view` shows it (ZooKeeper's `QuorumServerView`): its
 /// addresses, and its client address where known (its server.N line's client part, or
-/// this member's own client port).
+/// this member's own client port unless reconfig is on: with reconfigEnabled the
+/// leader re-parses its static config from its text at establishment (ZOOKEEPER-1783)
+/// and every member takes that config, whose servers have no client address unless
+/// their line has one: ZooKeeper 3.8 then shows "" for this member too).
 fn server_view(s: &ServerSpec, my_id: u64, view: &AdminView) -> Value {
     let client = match (s.client_port, s.id == my_id) {
         (Some(port), _) => format!(
             "{}:{port}",
             s.client_address.as_deref().unwrap_or("0.0.0.0")
         ),
-        (None, true) => view.client_address.clone(),
-        (None, false) => String::new(),
+        (None, true) if !view.reconfig_enabled => view.client_address.clone(),
+        (None, _) => String::new(),
     };
     json!({
         "server_addresses": [format!("{}:{}", s.host, s.quorum_port)],
@@ -764,10 +837,11 @@ mod tests {
         AdminView {
             snap: ServerSnapshot::default(),
             last_snapshot: None,
-            initial_config: "tickTime=2000\n".into(),
+            initial_config: Some("tickTime=2000\n".into()),
             system_properties: BTreeMap::new(),
             servers: Vec::new(),
             client_address: String::new(),
+            reconfig_enabled: false,
         }
     }
 
@@ -812,6 +886,7 @@ mod tests {
     /// ensemble led by 3, as ZooKeeper 3.8.0 answers them (captured).
     #[test]
     fn ensemble_answers_of_the_quorum_commands() {
+        use crate::admin::quorum::LearnerView;
         let text = "tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir=/d\nclientPort=3401\n\
                     server.1=127.0.0.1:3402:3403\nserver.2=127.0.0.1:3412:3413\n\
                     server.3=127.0.0.1:3422:3423\n";
@@ -830,6 +905,8 @@ mod tests {
             leader_uptime_ms: None,
             diff_count: 0,
             snap_count: 0,
+            proposal_count: 0,
+            proposal_sizes: (-1, -1, -1),
             last_election: None,
             looking_since_ms: None,
             config_text: String::new(),
@@ -875,6 +952,60 @@ mod tests {
         assert_eq!(z["voting"], json!(true));
         assert_eq!(z["last_zxid"], json!("0x0"));
         assert_eq!(z["zabstate"], json!("broadcast"));
+        assert_eq!(z["client_address"], json!("0.0.0.0:3401"));
+        // An ensemble member: no initial configuration (ZooKeeper 3.8: null).
+        let icfg = run("initial_configuration", &HashMap::new(), &v);
+        assert_eq!(icfg["initial_configuration"], Value::Null);
+        // With reconfig on, this member's own server line has no client address.
+        config.reconfig_enabled = true;
+        let v = gather(&server, &config, Some(&e));
+        let voting = run("voting_view", &HashMap::new(), &v);
+        assert_eq!(voting["current_config"]["1"]["client_address"], json!(""));
+        let z = run("zabstate", &HashMap::new(), &v);
+        assert_eq!(z["client_address"], Value::Null);
+        // The leader lists its synced observers as LearnerHandler info (captured shape).
+        let observer = LearnerView {
+            sid: 4,
+            observer: true,
+            synced: true,
+            acked_zxid: 0,
+            lag_txns: None,
+            lag_ms: None,
+            lag_ms_at_least: false,
+            last_heard_ms_ago: 0,
+            connected_at_ms: 1796306247456,
+            link: Some(QuorumLinkInfo {
+                remote: Some("127.0.0.1:34000".parse().unwrap()),
+                packets_received: 25,
+                packets_sent: 30,
+                requests: 0,
+                last_zxid: 0x100000005,
+                queued_packets: 0,
+                queued_bytes: 0,
+            }),
+        };
+        let leader = EnsembleView {
+            my_id: 3,
+            leader_id: Some(3),
+            peer_state: "leading - broadcast".into(),
+            learners: vec![
+                LearnerView {
+                    observer: false,
+                    sid: 2,
+                    ..observer
+                },
+                observer,
+            ],
+            ..e
+        };
+        let v = gather(&server, &config, Some(&leader));
+        assert_eq!(
+            serde_json::to_string(&run("observers", &HashMap::new(), &v)).unwrap(),
+            "{\"synced_observers\":1,\"observers\":[{\"remote_socket_address\":\"/127.0.0.1:34000\",\
+             \"sid\":4,\"established\":1796306247456,\"queued_packets\":0,\"queued_packets_size\":0,\
+             \"packets_received\":25,\"packets_sent\":30,\"requests\":0,\"last_zxid\":4294967301}],\
+             \"command\":\"observers\",\"error\":null}"
+        );
     }
 
     #[test]

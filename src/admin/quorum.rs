@@ -29,6 +29,8 @@ pub struct LearnerView {
     pub last_heard_ms_ago: u64,
     /// When it connected to this leader (its election's end), ms since the Unix epoch.
     pub connected_at_ms: u64,
+    /// Its quorum connection's address and figures (`observers`), while it is up.
+    pub link: Option<crate::net::peer::quorum::QuorumLinkInfo>,
 }
 
 /// One finished election of this member.
@@ -74,6 +76,11 @@ pub struct EnsembleView {
     /// Learners this member synced as leader with SNAP since it started
     /// (ZooKeeper's `ServerMetrics.SNAP_COUNT`, `zk_snap_count`).
     pub snap_count: u64,
+    /// Proposals this member made as leader since it started (`zk_proposal_count`).
+    pub proposal_count: u64,
+    /// While leading: this leadership's proposal sizes last/min/max, bytes (-1 before
+    /// the first; `Proposal sizes last/min/max`, `zk_*_proposal_size`).
+    pub proposal_sizes: (i64, i64, i64),
     /// This member's last finished election (`None` before the first ends).
     pub last_election: Option<ElectionView>,
     /// While electing: since when, ms since the Unix epoch.

@@ -2,13 +2,15 @@
 //! the running [`Server`].
 
 use super::fourlw::{
-    keel_environment, ConfSnapshot, ConnectionExpiryBucket, ConnectionSnapshot, ServerSnapshot,
-    SessionExpiryBucket, Summary,
+    java_hash_order, java_long_hash, java_string_hash, keel_environment, ConfSnapshot,
+    ConnectionExpiryBucket, ConnectionSnapshot, JavaTable, ServerSnapshot, SessionExpiryBucket,
+    Summary,
 };
 use super::quorum::EnsembleView;
 use crate::config::Config;
 use crate::server::stats::SummaryStat;
 use crate::server::{Role, Server};
+use crate::session::SessionTracker;
 use crate::storage::{rocks, txnlog, zab};
 use crate::watch::Table;
 use std::collections::BTreeMap;
@@ -224,10 +226,19 @@ pub fn build(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) 
             }
         }
     }
-    let mut buckets: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
-    for s in server.sessions.iter() {
-        buckets.entry(s.expires_at_ms).or_default().push(s.id);
-    }
+    let expiry_buckets = |sessions: &SessionTracker| {
+        let mut buckets: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+        for s in sessions.iter() {
+            buckets.entry(s.expires_at_ms).or_default().push(s.id);
+        }
+        buckets
+            .into_iter()
+            .map(|(expire_at_ms, session_ids)| SessionExpiryBucket {
+                expire_at_ms,
+                session_ids,
+            })
+            .collect::<Vec<_>>()
+    };
     let data_dir = config.data_dir.join("version-2").display().to_string();
     let data_log_dir = config.data_log_dir.join("version-2").display().to_string();
     let m = &server.stats.metrics;
@@ -237,7 +248,12 @@ pub fn build(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) 
         ("read_per_namespace", &m.read_per_namespace),
         ("write_per_namespace", &m.write_per_namespace),
     ] {
-        for (namespace, s) in stats.iter() {
+        // ZooKeeper's counter sets keep them in a ConcurrentHashMap: its order.
+        let mut namespaces: Vec<(&str, &SummaryStat)> = stats.iter().collect();
+        java_hash_order(&mut namespaces, JavaTable::Concurrent, |(n, _)| {
+            java_string_hash(n)
+        });
+        for (namespace, s) in namespaces {
             summary_sets.push((format!("{namespace}_{suffix}"), mntr_summary(s)));
         }
     }
@@ -271,6 +287,7 @@ pub fn build(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) 
         .chain(ensemble.into_iter().flat_map(|e| {
             [
                 ("diff_count".to_string(), e.diff_count as i64),
+                ("proposal_count".to_string(), e.proposal_count as i64),
                 ("snap_count".to_string(), e.snap_count as i64),
             ]
         }))
@@ -322,27 +339,26 @@ pub fn build(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) 
         },
         environment: keel_environment(),
         data_watches: data_watches.into_iter().collect(),
-        ephemerals: server
-            .tree
-            .all_ephemerals()
-            .iter()
-            .map(|(s, paths)| (*s, paths.iter().cloned().collect()))
-            .collect(),
+        ephemerals: ephemerals(server),
         digest_log: server.tree.digest_log().collect(),
         connection_expiry: connection_expiry(server),
-        session_expiry: buckets
-            .into_iter()
-            .map(|(expire_at_ms, session_ids)| SessionExpiryBucket {
-                expire_at_ms,
-                session_ids,
-            })
-            .collect(),
+        session_expiry: expiry_buckets(&server.sessions),
+        local_session_expiry: server.local_session_table().map(expiry_buckets),
+        // A learner's session tracker lists the replicated session table.
+        learner_global_sessions: matches!(mode, "follower" | "observer" | "read-only").then(|| {
+            server
+                .sessions
+                .iter()
+                .map(|s| (s.id, s.timeout_ms))
+                .collect()
+        }),
         // ZooKeeper's `getQuorumSize` is the voting view's size.
         quorum_size: if ensemble.is_some() {
             config.servers.iter().filter(|s| !s.observer).count() as u64
         } else {
             0
         },
+        proposal_sizes_last_min_max: ensemble.map_or((-1, -1, -1), |e| e.proposal_sizes),
         ensemble: ensemble.cloned(),
         data_dir_size: [rocks::DB_DIR, zab::SNAP_DIR]
             .iter()
@@ -354,6 +370,24 @@ pub fn build(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) 
             .sum(),
         ..ServerSnapshot::default()
     }
+}
+
+/// Ephemeral paths by owner session in the order ZooKeeper's `dump` lists them: the
+/// DataTree's ConcurrentHashMap of sessions, each one's paths a HashSet.
+fn ephemerals(server: &Server) -> Vec<(i64, Vec<String>)> {
+    let mut out: Vec<(i64, Vec<String>)> = server
+        .tree
+        .all_ephemerals()
+        .iter()
+        .map(|(s, paths)| {
+            let mut paths: Vec<String> = paths.iter().cloned().collect();
+            java_hash_order(&mut paths, JavaTable::Plain, |p| java_string_hash(p));
+            (*s, paths)
+        })
+        .collect();
+    out.sort_unstable_by_key(|(s, _)| *s);
+    java_hash_order(&mut out, JavaTable::Concurrent, |(s, _)| java_long_hash(*s));
+    out
 }
 
 /// Bytes in the files under `dir`, recursively; 0 where it is missing. ZooKeeper's
@@ -427,6 +461,8 @@ mod tests {
             leader_uptime_ms: Some(0),
             diff_count: 2,
             snap_count: 1,
+            proposal_count: 0,
+            proposal_sizes: (-1, -1, -1),
             last_election: None,
             looking_since_ms: None,
             config_text: String::new(),

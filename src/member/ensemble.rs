@@ -304,6 +304,7 @@ impl EnsembleCore {
         };
         let (accepted_epoch, current_epoch) = peer.epochs();
         let syncs = self.replica.sync_counts();
+        let proposals = self.replica.proposal_stats();
         let now = now_ms() as u64;
         let last = peer.last_logged();
         let (last_election, looking_since_ms) = self.replica.elections();
@@ -339,6 +340,7 @@ impl EnsembleCore {
                         lag_ms_at_least,
                         last_heard_ms_ago: now.saturating_sub(l.last_heard_ms),
                         connected_at_ms: l.connected_ms,
+                        link: self.peers.quorum_link(l.sid),
                     }
                 })
                 .collect(),
@@ -347,6 +349,8 @@ impl EnsembleCore {
                 .map(|since| now.saturating_sub(since)),
             diff_count: syncs.diff + syncs.trunc,
             snap_count: syncs.snap,
+            proposal_count: proposals.count,
+            proposal_sizes: proposals.sizes(peer.leading_since_ms()),
             last_election: last_election.map(|e| ElectionView {
                 started_ms: e.started_ms,
                 ended_ms: e.ended_ms,

@@ -104,6 +104,8 @@ pub struct Replica {
     halted: Option<String>,
     effects: Vec<Effect>,
     syncs: SyncCounts,
+    /// The proposals this member made as leader (see [`ProposalStats`]).
+    proposal_stats: ProposalStats,
     /// While leading: when each recent proposal was made (see [`ProposalTimes`]).
     proposal_times: ProposalTimes,
     /// When this member last started electing, ms; `None` once an election ended (the
@@ -149,6 +151,57 @@ pub struct SyncCounts {
     pub trunc: u64,
     /// Syncs that began with SNAP.
     pub snap: u64,
+}
+
+/// The proposals a member made while leading: how many since it started (ZooKeeper's
+/// `ServerMetrics.PROPOSAL_COUNT`, `zk_proposal_count`) and the sizes of the current
+/// leadership's ones, the txn bytes of each PROPOSAL (`Leader.propose`'s
+/// `proposalStats`, a BufferStats each Leader starts afresh: `Proposal sizes
+/// last/min/max`, `zk_*_proposal_size`; -1 before the first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProposalStats {
+    /// Proposals made since this member started.
+    pub count: u64,
+    /// The leadership the sizes are of (its start, ms).
+    pub leading_since_ms: Option<u64>,
+    /// Last, smallest and largest proposal of that leadership, bytes.
+    pub last_min_max: (i64, i64, i64),
+}
+
+impl Default for ProposalStats {
+    fn default() -> Self {
+        ProposalStats {
+            count: 0,
+            leading_since_ms: None,
+            last_min_max: (-1, -1, -1),
+        }
+    }
+}
+
+impl ProposalStats {
+    fn record(&mut self, leading_since_ms: Option<u64>, size: usize) {
+        if self.leading_since_ms != leading_since_ms {
+            self.leading_since_ms = leading_since_ms;
+            self.last_min_max = (-1, -1, -1);
+        }
+        let size = size as i64;
+        let (_, min, max) = self.last_min_max;
+        self.count += 1;
+        self.last_min_max = (
+            size,
+            if min < 0 { size } else { min.min(size) },
+            max.max(size),
+        );
+    }
+
+    /// The sizes, of the leadership starting at `leading_since_ms` only (a member that
+    /// no longer leads, or leads again, shows none of its earlier ones).
+    pub fn sizes(&self, leading_since_ms: Option<u64>) -> (i64, i64, i64) {
+        match leading_since_ms {
+            Some(_) if leading_since_ms == self.leading_since_ms => self.last_min_max,
+            _ => (-1, -1, -1),
+        }
+    }
 }
 
 /// Proposal times kept while leading ([`ProposalTimes`]). Entries every synced
@@ -300,6 +353,7 @@ impl Replica {
             halted: None,
             effects: Vec::new(),
             syncs: SyncCounts::default(),
+            proposal_stats: ProposalStats::default(),
             proposal_times: ProposalTimes::default(),
             election_started_ms: Some(now_ms),
             last_election: None,
@@ -459,6 +513,11 @@ impl Replica {
     /// The Zab core, for reads (role, zxids, epochs).
     pub fn peer(&self) -> &Peer {
         &self.peer
+    }
+
+    /// The proposals this member made as leader (see [`ProposalStats`]).
+    pub fn proposal_stats(&self) -> ProposalStats {
+        self.proposal_stats
     }
 
     /// The syncs this member chose as leader, by mode (see [`SyncCounts`]).
@@ -975,6 +1034,7 @@ impl Replica {
                 return self.halt(format!("txn {:#x} has no ZooKeeper form: {e}", txn.zxid));
             }
         };
+        let size = data.len();
         let actions = self.peer.step(now_ms, zab::Input::Propose { txn: data });
         let mut refused = false;
         for a in actions {
@@ -984,6 +1044,8 @@ impl Replica {
             match a {
                 Action::Proposed { zxid } if zxid == txn.zxid as Zxid => {
                     self.own_from.get_or_insert(zxid);
+                    let leading_since = self.peer.leading_since_ms();
+                    self.proposal_stats.record(leading_since, size);
                     self.record_proposal(now_ms, zxid);
                 }
                 Action::Proposed { zxid } => {

@@ -90,6 +90,13 @@ impl Server {
         self.local_sessions.get(id)
     }
 
+    /// This member's table of local sessions when it has them (`localSessionsEnabled` on
+    /// a leader, a learner or the read-only server: `dump` lists them).
+    pub fn local_session_table(&self) -> Option<&SessionTracker> {
+        let kept = self.local_sessions_on() || self.role == Role::ReadOnly;
+        (self.settings.local_sessions_enabled && kept).then_some(&self.local_sessions)
+    }
+
     /// How many local sessions this member keeps (`mntr`'s `zk_local_sessions`).
     pub fn local_session_count(&self) -> usize {
         if !self.local_sessions_on() && self.role != Role::ReadOnly {

@@ -458,12 +458,19 @@ impl Server {
     }
 
     pub(crate) fn send(&mut self, conn: ConnId, packet: Bytes) {
+        self.send_packet(conn, packet, true);
+    }
+
+    /// Queues a packet; `sized`: a reply the reply size figures count.
+    fn send_packet(&mut self, conn: ConnId, packet: Bytes, sized: bool) {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.stats.sent += 1;
             self.stats.packets_sent += 1;
-            // ZooKeeper's BufferStats count the reply without its length prefix.
-            let size = packet.len().saturating_sub(4) as i64;
-            self.stats.metrics.response_size.record(size);
+            if sized {
+                // ZooKeeper's BufferStats count the reply without its length prefix.
+                let size = packet.len().saturating_sub(4) as i64;
+                self.stats.metrics.response_size.record(size);
+            }
             self.outbox.push((conn, Outbound::Packet(packet)));
         }
     }
@@ -698,7 +705,9 @@ impl Server {
                 b.truncate(b.len() - 1);
             }
         });
-        self.send(conn, packet);
+        // finishSessionInit writes it with sendBuffer, past the reply size figures
+        // (ServerCnxn.sendResponse's updateClientResponseSize); it counts as a packet.
+        self.send_packet(conn, packet, false);
     }
 
     fn request(&mut self, conn: ConnId, xid: i32, opcode: i32, req: Request, body: Bytes) {

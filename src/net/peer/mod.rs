@@ -471,6 +471,11 @@ impl PeerNet {
         outbox.info()
     }
 
+    /// The quorum connection with `peer` as it stands, if one is up.
+    pub fn quorum_link(&self, peer: Sid) -> Option<quorum::QuorumLinkInfo> {
+        self.shared.quorum.lock().info(peer)
+    }
+
     /// This member's sid.
     pub fn my_sid(&self) -> Sid {
         self.shared.my_sid

@@ -21,7 +21,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -42,6 +42,9 @@ use crate::zab::Sid;
 /// The current quorum connection to a peer.
 struct Slot {
     generation: u64,
+    /// The peer's end, for a connection it made to us (a learner's).
+    remote: Option<SocketAddr>,
+    counters: Arc<LinkCounters>,
     /// Which end this member is: PING's data differs.
     side: Side,
     /// The outgoing queue, bounded by the bytes in it (`queued`).
@@ -49,6 +52,37 @@ struct Slot {
     queued: Arc<AtomicUsize>,
     /// Dropped to close the connection at once, queued bytes or not.
     _close: oneshot::Sender<()>,
+}
+
+/// One quorum connection's figures (ZooKeeper's LearnerHandler: `packetsReceived`,
+/// `packetsSent`, `requestsReceived`, `lastZxid`), for the leader's `observers` command.
+#[derive(Debug)]
+pub(crate) struct LinkCounters {
+    received: AtomicU64,
+    sent: AtomicU64,
+    requests: AtomicU64,
+    /// The zxid of the last packet queued with one above 0; -1 before.
+    last_zxid: AtomicI64,
+    /// Packets queued and not yet written.
+    queued_packets: AtomicUsize,
+}
+
+/// A quorum connection as [`super::PeerNet::quorum_link`] reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuorumLinkInfo {
+    /// The peer's end, for a connection it made (a learner's, on the leader).
+    pub remote: Option<SocketAddr>,
+    /// Packets read from it, its first (LEARNERINFO) included.
+    pub packets_received: u64,
+    /// Packets queued to it.
+    pub packets_sent: u64,
+    /// REQUEST packets it forwarded.
+    pub requests: u64,
+    /// The zxid of the last packet queued to it with one, -1 before.
+    pub last_zxid: i64,
+    /// Packets and bytes queued to it, not yet written.
+    pub queued_packets: usize,
+    pub queued_bytes: usize,
 }
 
 impl Slot {
@@ -61,6 +95,15 @@ impl Slot {
             self.queued.fetch_sub(len, Ordering::AcqRel);
             return false;
         }
+        self.counters.sent.fetch_add(1, Ordering::Relaxed);
+        self.counters.queued_packets.fetch_add(1, Ordering::Relaxed);
+        // The packet's zxid follows its type (QuorumPacket: int type, long zxid).
+        if let Some(z) = bytes.get(4..12) {
+            let zxid = i64::from_be_bytes(z.try_into().expect("8 bytes"));
+            if zxid > 0 {
+                self.counters.last_zxid.store(zxid, Ordering::Relaxed);
+            }
+        }
         // A closed queue means the connection ended; its end is reported by its task.
         let _ = self.tx.send(bytes);
         true
@@ -71,11 +114,13 @@ impl Slot {
 struct QueueRx {
     rx: mpsc::UnboundedReceiver<Bytes>,
     queued: Arc<AtomicUsize>,
+    counters: Arc<LinkCounters>,
 }
 
 impl QueueRx {
     fn taken(&self, b: Bytes) -> Bytes {
         self.queued.fetch_sub(b.len(), Ordering::AcqRel);
+        self.counters.queued_packets.fetch_sub(1, Ordering::Relaxed);
         b
     }
 
@@ -132,6 +177,21 @@ impl Slots {
         current
     }
 
+    /// `peer`'s current connection's figures, if it has one.
+    pub(crate) fn info(&self, peer: Sid) -> Option<QuorumLinkInfo> {
+        let s = self.slots.get(&peer)?;
+        let c = &s.counters;
+        Some(QuorumLinkInfo {
+            remote: s.remote,
+            packets_received: c.received.load(Ordering::Relaxed),
+            packets_sent: c.sent.load(Ordering::Relaxed),
+            requests: c.requests.load(Ordering::Relaxed),
+            last_zxid: c.last_zxid.load(Ordering::Relaxed),
+            queued_packets: c.queued_packets.load(Ordering::Relaxed),
+            queued_bytes: s.queued.load(Ordering::Relaxed),
+        })
+    }
+
     /// Closes every connection.
     pub(crate) fn clear(&mut self) {
         self.slots.clear();
@@ -139,14 +199,30 @@ impl Slots {
 
     /// Makes a new connection `peer`'s current one, the old one closing; `first`
     /// goes into its queue.
-    fn install(&mut self, peer: Sid, side: Side, first: Option<Bytes>) -> Installed {
+    /// `remote`: the peer's end of a connection it made, whose first packet was read.
+    fn install(
+        &mut self,
+        peer: Sid,
+        side: Side,
+        first: Option<Bytes>,
+        remote: Option<SocketAddr>,
+    ) -> Installed {
         self.next_generation += 1;
         let generation = self.next_generation;
         let (tx, rx) = mpsc::unbounded_channel();
         let queued = Arc::new(AtomicUsize::new(0));
+        let counters = Arc::new(LinkCounters {
+            received: AtomicU64::new(u64::from(remote.is_some())),
+            sent: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+            last_zxid: AtomicI64::new(-1),
+            queued_packets: AtomicUsize::new(0),
+        });
         let (close_tx, close) = oneshot::channel();
         let slot = Slot {
             generation,
+            remote,
+            counters: counters.clone(),
             side,
             tx,
             queued: queued.clone(),
@@ -156,7 +232,11 @@ impl Slots {
             slot.push(b, usize::MAX);
         }
         let old = self.slots.insert(peer, slot);
-        let rx = QueueRx { rx, queued };
+        let rx = QueueRx {
+            rx,
+            queued,
+            counters,
+        };
         Installed {
             generation,
             rx,
@@ -223,7 +303,10 @@ fn open(shared: &Arc<Shared>, to: Sid, msg: &Message) {
     };
     // The core replaces the connection itself: an older loss is no news to it.
     shared.lost.lock().remove(&to);
-    let installed = shared.quorum.lock().install(to, Side::Learner, Some(bytes));
+    let installed = shared
+        .quorum
+        .lock()
+        .install(to, Side::Learner, Some(bytes), None);
     let s = shared.clone();
     shared.spawn(async move {
         let Installed {
@@ -323,7 +406,7 @@ async fn accept(shared: Arc<Shared>, mut stream: TcpStream, addr: SocketAddr) ->
                 shared.params.unlisted_links
             )));
         }
-        let installed = slots.install(sid, Side::Leader, None);
+        let installed = slots.install(sid, Side::Leader, None, Some(addr));
         if installed.replaced {
             shared.lost.lock().insert(sid);
         }
@@ -362,10 +445,11 @@ async fn run(
         .peer_addr()
         .map_or_else(|e| format!("(address unknown: {e})"), |a| a.to_string());
     let (rd, wr) = stream.into_split();
+    let counters = rx.counters.clone();
     tokio::select! {
         biased;
         _ = &mut close => return,
-        r = read_packets(shared, peer, generation, rd, rest) => match r {
+        r = read_packets(shared, peer, generation, rd, rest, &counters) => match r {
             Ok(()) => info!("quorum: server.{peer} at {remote} closed the connection"),
             Err(e) => warn!("quorum connection to server.{peer} at {remote}: {e}; closed"),
         },
@@ -396,6 +480,7 @@ async fn read_packets(
     generation: u64,
     mut rd: OwnedReadHalf,
     mut buf: BytesMut,
+    counters: &LinkCounters,
 ) -> io::Result<()> {
     // A SNAP packet's zxid and the walk over the stream after it, while one arrives.
     let mut snap: Option<(u64, SnapScan)> = None;
@@ -425,6 +510,10 @@ async fn read_packets(
                     }
                 }
             };
+            counters.received.fetch_add(1, Ordering::Relaxed);
+            if matches!(msg, Message::Request { .. }) {
+                counters.requests.fetch_add(1, Ordering::Relaxed);
+            }
             let event = Event::Quorum {
                 from: peer,
                 generation,
