@@ -24,6 +24,8 @@
 #  5. portUnification: members 1-2 with sslQuorum and portUnification, member 3 with
 #     portUnification only (it dials in plaintext, accepts both): the ensemble forms and
 #     replicates; members 1 and 3 log accepted TLS connections.
+#  6. ssl.quorum.hostnameVerification=false on every member of keel,keel,zk, each with
+#     the certificate naming another host: the ensemble forms and replicates.
 # Exit 0 when every check passes; one line per check and a summary.
 # Work dir: ${WORK:-/tmp/keel-compat/quorum-tls}. Ports 45000-45999 (QTLS_PORT_BASE).
 set -u
@@ -67,7 +69,7 @@ check "certificates made (CA, member, untrusted CA's member, another host's, JKS
 # Per-member quorum TLS settings: QTLS_CERT_<i> names member i's key store (member,
 # intruder, elsewhere, jks; default member), QTLS_MODE_<i> its mode (tls: sslQuorum;
 # plain: sslQuorum off; unified: sslQuorum + portUnification; unified-plain:
-# portUnification only).
+# portUnification only); QTLS_EXTRA, lines every member gets.
 member_tls_cfg() { # I
   local cert mode
   cert=$(eval echo "\${QTLS_CERT_$1:-member}")
@@ -86,6 +88,7 @@ member_tls_cfg() { # I
     printf '%s\n' "ssl.quorum.keyStore.location=$CERTS/$cert.pem" ssl.quorum.keyStore.type=PEM \
       "ssl.quorum.trustStore.location=$CERTS/ca.pem" ssl.quorum.trustStore.type=PEM
   fi
+  [ -z "${QTLS_EXTRA:-}" ] || echo "$QTLS_EXTRA"
 }
 export ENSEMBLE_MEMBER_CFG=member_tls_cfg
 
@@ -294,6 +297,17 @@ check "5: member 3 took member 1's TLS connection (it has the key store)" \
   logged "$U/m3/log" -- 'accepted TLS connection from'
 unset QTLS_MODE_1 QTLS_MODE_2 QTLS_MODE_3
 stop_ensemble "$U"
+
+# ------------------------------------------------ 6: hostname verification off
+H=$WORK/no-hostname-verification; DIRS+=("$H"); b=$(pick_base $((BASE + 450)))
+QTLS_CERT_1=elsewhere QTLS_CERT_2=elsewhere QTLS_CERT_3=elsewhere
+QTLS_EXTRA=ssl.quorum.hostnameVerification=false
+check "6: keel,keel,zk with another host's certificates and hostnameVerification=false forms" \
+  start_ensemble keel,keel,zk "$H" "$b"
+check "6: a write via keel (member 1) reads back on ZooKeeper (member 3)" \
+  replicates "$(cport "$b" 1)" "$(cport "$b" 3)" /qtls-h
+unset QTLS_CERT_1 QTLS_CERT_2 QTLS_CERT_3 QTLS_EXTRA
+stop_ensemble "$H"
 
 echo "quorum-tls: $passed passed, $failed failed"
 for f in "${failures[@]}"; do echo "  failed: $f"; done
