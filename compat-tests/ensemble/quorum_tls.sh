@@ -26,6 +26,8 @@
 #     replicates; members 1 and 3 log accepted TLS connections.
 #  6. ssl.quorum.hostnameVerification=false on every member of keel,keel,zk, each with
 #     the certificate naming another host: the ensemble forms and replicates.
+#  7. keel only: sslQuorum without a trust store, with a missing key store, or with an
+#     unknown ssl.quorum.protocol stops start-up (exit 1) with an error naming the key.
 # Exit 0 when every check passes; one line per check and a summary.
 # Work dir: ${WORK:-/tmp/keel-compat/quorum-tls}. Ports 45000-45999 (QTLS_PORT_BASE).
 set -u
@@ -308,6 +310,26 @@ check "6: a write via keel (member 1) reads back on ZooKeeper (member 3)" \
   replicates "$(cport "$b" 1)" "$(cport "$b" 3)" /qtls-h
 unset QTLS_CERT_1 QTLS_CERT_2 QTLS_CERT_3 QTLS_EXTRA
 stop_ensemble "$H"
+
+# ------------------------------------------------ 7: bad settings stop start-up
+refuses() { # KEY CFG_LINES...   keel exits 1 within 10 s, its error naming KEY
+  local key=$1 d=$WORK/refuses; shift
+  rm -rf "$d"; mkdir -p "$d/data"; echo 1 > "$d/data/myid"
+  printf '%s\n' tickTime=500 initLimit=10 syncLimit=5 "dataDir=$d/data" admin.enableServer=false \
+    "clientPort=$((BASE + 491))" "server.1=127.0.0.1:$((BASE + 492)):$((BASE + 493))" \
+    "server.2=127.0.0.1:$((BASE + 494)):$((BASE + 495))" sslQuorum=true "$@" > "$d/zoo.cfg"
+  timeout 10 "$KEEL_BIN" "$d/zoo.cfg" > "$d/log" 2>&1
+  local rc=$?
+  [ $rc -eq 1 ] && grep -q "^keel: $key: " "$d/log" || { echo "  exit $rc; $(tail -n 1 "$d/log")" >&2; return 1; }
+}
+check "7: no ssl.quorum.trustStore.location stops start-up, naming it" \
+  refuses ssl.quorum.trustStore.location "ssl.quorum.keyStore.location=$CERTS/member.pem"
+check "7: a missing ssl.quorum.keyStore.location file stops start-up, naming it" \
+  refuses ssl.quorum.keyStore.location "ssl.quorum.keyStore.location=$CERTS/nonexistent.pem" \
+  "ssl.quorum.trustStore.location=$CERTS/ca.pem"
+check "7: an unknown ssl.quorum.protocol stops start-up, naming it" \
+  refuses ssl.quorum.protocol "ssl.quorum.keyStore.location=$CERTS/member.pem" \
+  "ssl.quorum.trustStore.location=$CERTS/ca.pem" ssl.quorum.protocol=TLSv9
 
 echo "quorum-tls: $passed passed, $failed failed"
 for f in "${failures[@]}"; do echo "  failed: $f"; done

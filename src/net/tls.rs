@@ -69,16 +69,25 @@ struct Keys {
     prefix: &'static str,
     /// What the key store serves, e.g. "the secure client port".
     user: &'static str,
+    /// Whose certificates the trust store checks when accepting, e.g. "client".
+    callers: &'static str,
 }
 
 impl Keys {
     fn of(prefix: &'static str) -> Keys {
-        let user = if prefix == QUORUM_PREFIX {
-            "sslQuorum (the election and quorum ports)"
+        let (user, callers) = if prefix == QUORUM_PREFIX {
+            (
+                "sslQuorum (the election and quorum ports)",
+                "dialing members'",
+            )
         } else {
-            "the secure client port"
+            ("the secure client port", "client")
         };
-        Keys { prefix, user }
+        Keys {
+            prefix,
+            user,
+            callers,
+        }
     }
 
     fn fail(&self, name: &str, reason: impl Into<String>) -> TlsError {
@@ -127,9 +136,9 @@ pub fn server_config(ssl: &SslConfig, prefix: &'static str) -> Result<Arc<Server
             return Err(keys.fail(
                 "trustStore.location",
                 format!(
-                    "not set; it is needed to check client certificates ({}clientAuth is need \
-                     or want; set it to none to accept clients without certificates)",
-                    keys.prefix
+                    "not set; it is needed to check {} certificates ({}clientAuth is need \
+                     or want; set it to none to accept them without certificates)",
+                    keys.callers, keys.prefix
                 ),
             ))
         }
