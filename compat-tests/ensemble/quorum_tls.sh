@@ -26,6 +26,10 @@
 #     replicates; members 1 and 3 log accepted TLS connections.
 #  6. ssl.quorum.hostnameVerification=false on every member of keel,keel,zk, each with
 #     the certificate naming another host: the ensemble forms and replicates.
+#  8. X.509 v1 member certificates (no extensions, so no subjectAltNames) with
+#     CN=localhost on keel,keel,zk, hostname verification on: each end matches the CN
+#     with the name 127.0.0.1 reverse-resolves to (localhost), as ZooKeeper does; the
+#     ensemble forms and replicates.
 #  7. keel only: sslQuorum without a trust store, with a missing key store, or with an
 #     unknown ssl.quorum.protocol stops start-up (exit 1) with an error naming the key.
 # Exit 0 when every check passes; one line per check and a summary.
@@ -60,12 +64,13 @@ make_certs() {
   printf '%s\n' 'basicConstraints=CA:FALSE' 'keyUsage=critical,digitalSignature,keyEncipherment' \
     'extendedKeyUsage=serverAuth,clientAuth' 'subjectAltName=DNS:elsewhere.invalid,IP:10.255.0.9' > elsewhere.ext &&
   certs_leaf elsewhere ca '/O=keel/CN=elsewhere.invalid' elsewhere.ext &&
+  certs_leaf v1member ca '/CN=localhost' &&
   certs_jks member ca apassword
   local rc=$?
   cd - >/dev/null
   return $rc
 }
-check "certificates made (CA, member, untrusted CA's member, another host's, JKS stores)" make_certs
+check "certificates made (CA, member, untrusted CA's member, another host's, v1, JKS stores)" make_certs
 [ "$failed" -eq 0 ] || exit 1
 
 # Per-member quorum TLS settings: QTLS_CERT_<i> names member i's key store (member,
@@ -310,6 +315,19 @@ check "6: a write via keel (member 1) reads back on ZooKeeper (member 3)" \
   replicates "$(cport "$b" 1)" "$(cport "$b" 3)" /qtls-h
 unset QTLS_CERT_1 QTLS_CERT_2 QTLS_CERT_3 QTLS_EXTRA
 stop_ensemble "$H"
+
+# ------------------------------------------------ 8: X.509 v1 member certificates
+V=$WORK/v1-certificates; DIRS+=("$V"); b=$(pick_base $((BASE + 150)))
+if [ "$(getent hosts 127.0.0.1 | awk '{print $2}')" = localhost ]; then
+  QTLS_CERT_1=v1member QTLS_CERT_2=v1member QTLS_CERT_3=v1member
+  check "8: keel,keel,zk with X.509 v1 certificates (CN=localhost) forms" start_ensemble keel,keel,zk "$V" "$b"
+  check "8: a write via ZooKeeper (member 3) reads back on keel (member 2)" \
+    replicates "$(cport "$b" 3)" "$(cport "$b" 2)" /qtls-v1
+  unset QTLS_CERT_1 QTLS_CERT_2 QTLS_CERT_3
+  stop_ensemble "$V"
+else
+  check "8: 127.0.0.1 reverse-resolves to localhost (needed for the v1 certificates' CN)" false
+fi
 
 # ------------------------------------------------ 7: bad settings stop start-up
 refuses() { # KEY CFG_LINES...   keel exits 1 within 10 s, its error naming KEY

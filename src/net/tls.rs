@@ -195,12 +195,17 @@ pub fn client_config(ssl: &SslConfig, prefix: &'static str) -> Result<Arc<Client
             ),
         )
     })?;
-    let (roots, _) = trust_roots(ssl, trust_location, keys)?;
+    let (roots, anchors) = trust_roots(ssl, trust_location, keys)?;
     let provider = Arc::new(provider(ssl, keys)?);
     let versions = protocol_versions(ssl, keys)?;
+    let algorithms = provider.signature_verification_algorithms;
+    let webpki = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
+        .build()
+        .map_err(|e| keys.fail("trustStore.location", e.to_string()))?;
     let verifier = Arc::new(PeerCertCheck {
         roots,
-        algorithms: provider.signature_verification_algorithms,
+        algorithms,
+        check: ClientCertCheck::new(webpki, anchors, algorithms),
     });
     let certified = certified_key(identity, &provider, location, keys)?;
     let config = ClientConfig::builder_with_provider(provider)
@@ -274,11 +279,14 @@ fn key_store(ssl: &SslConfig, keys: Keys) -> Result<(&Path, keystore::KeyMateria
 /// `ZKTrustManager.checkServerTrusted` without its host part): the chain must lead to
 /// a trust-store certificate (webpki: validity, signatures, basic constraints, and the
 /// serverAuth extended key usage when the certificate lists usages, as Java's PKIX
-/// checks). Handshake signatures are checked with the provider's algorithms.
+/// checks); an X.509 v1 leaf, which webpki cannot parse and Java accepts, is checked
+/// as on the accepting side ([`ClientCertCheck`]), as are handshake signatures.
 #[derive(Debug)]
 struct PeerCertCheck {
     roots: Arc<RootCertStore>,
     algorithms: WebPkiSupportedAlgorithms,
+    /// The accepting side's check over the same trust store: v1 leaves, signatures.
+    check: ClientCertCheck,
 }
 
 impl ServerCertVerifier for PeerCertCheck {
@@ -290,6 +298,9 @@ impl ServerCertVerifier for PeerCertCheck {
         _ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        if let Some(v1) = self.check.verify_v1(end_entity, now) {
+            return v1.map(|()| ServerCertVerified::assertion());
+        }
         let cert = ParsedCertificate::try_from(end_entity)?;
         rustls::client::verify_server_cert_signed_by_trust_anchor(
             &cert,
@@ -307,7 +318,7 @@ impl ServerCertVerifier for PeerCertCheck {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+        ClientCertVerifier::verify_tls12_signature(&self.check, message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -316,7 +327,7 @@ impl ServerCertVerifier for PeerCertCheck {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+        ClientCertVerifier::verify_tls13_signature(&self.check, message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -769,6 +780,63 @@ mod tests {
         assert_eq!(
             protocol_versions(&old, keys).unwrap_err().key,
             "ssl.protocol"
+        );
+    }
+
+    fn first_cert(pem: &str) -> CertificateDer<'static> {
+        rustls_pemfile::certs(&mut pem.as_bytes())
+            .next()
+            .unwrap()
+            .unwrap()
+    }
+
+    /// The dialing side's check trusting `ca_pem` alone.
+    fn peer_check(ca_pem: &str) -> PeerCertCheck {
+        let provider = Arc::new(ring::default_provider());
+        let ca = first_cert(ca_pem);
+        let mut roots = RootCertStore::empty();
+        roots.add(ca.clone()).unwrap();
+        let roots = Arc::new(roots);
+        let webpki = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
+            .build()
+            .unwrap();
+        let algorithms = provider.signature_verification_algorithms;
+        PeerCertCheck {
+            roots,
+            algorithms,
+            check: ClientCertCheck::new(webpki, vec![ca], algorithms),
+        }
+    }
+
+    #[test]
+    fn a_dialed_peers_certificate_must_chain_to_the_trust_store() {
+        // Fixtures: tests/data/tls/README.md; 2030 is inside all of them.
+        let at = UnixTime::since_unix_epoch(std::time::Duration::from_secs(1_893_456_000));
+        // The name is not checked here (net::peer::tls does ZooKeeper's host check).
+        let name = ServerName::try_from("elsewhere.invalid").unwrap();
+        let verify = |check: &PeerCertCheck, pem: &str| {
+            check.verify_server_cert(&first_cert(pem), &[], &name, &[], at)
+        };
+        let quorum = peer_check(include_str!("../../tests/data/tls/quorum/ca.pem"));
+        assert!(verify(
+            &quorum,
+            include_str!("../../tests/data/tls/quorum/member.pem")
+        )
+        .is_ok());
+        assert_eq!(
+            verify(
+                &quorum,
+                include_str!("../../tests/data/tls/quorum/intruder.pem")
+            )
+            .unwrap_err(),
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer)
+        );
+        // X.509 v1, which Java accepts from a trusted issuer.
+        let v1 = peer_check(include_str!("../../tests/data/tls/ca.pem"));
+        assert!(verify(&v1, include_str!("../../tests/data/tls/v1-leaf.pem")).is_ok());
+        assert_eq!(
+            verify(&v1, include_str!("../../tests/data/tls/v1-leaf-rogue.pem")).unwrap_err(),
+            rustls::Error::InvalidCertificate(rustls::CertificateError::BadSignature)
         );
     }
 

@@ -75,6 +75,10 @@ impl PeerStream {
     }
 }
 
+/// A TLS peer that closes without close_notify (a member killed, or one that just
+/// closes its socket) reads as a plain end of stream, as the same close does in
+/// plaintext: the frame readers above tell a clean end from one inside a packet, so a
+/// truncation is still caught there.
 impl<P: AsyncRead + Unpin, T: AsyncRead + Unpin> AsyncRead for Either<P, T> {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -83,7 +87,12 @@ impl<P: AsyncRead + Unpin, T: AsyncRead + Unpin> AsyncRead for Either<P, T> {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Either::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Either::Tls(s) => Pin::new(s).poll_read(cx, buf),
+            Either::Tls(s) => match Pin::new(s).poll_read(cx, buf) {
+                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    Poll::Ready(Ok(()))
+                }
+                other => other,
+            },
         }
     }
 }
