@@ -1626,7 +1626,9 @@ pub(crate) fn read_properties(text: &str) -> Vec<(usize, String, String)> {
     out
 }
 
-fn ends_with_odd_backslashes(line: &str) -> bool {
+/// Whether a Java Properties line goes on on the next one (an odd number of `\` at
+/// its end).
+pub(crate) fn ends_with_odd_backslashes(line: &str) -> bool {
     line.bytes().rev().take_while(|&b| b == b'\\').count() % 2 == 1
 }
 

@@ -1,5 +1,7 @@
 //! keel's peer runtime (`keel::net::peer`) following dynamic membership (ZooKeeper
-//! 3.5+ reconfig) on real loopback sockets, ports 41000-41299, each test its own:
+//! 3.5+ reconfig) on real loopback sockets, ports 25000-25399, each test its own
+//! (below Linux's ephemeral range, so no outgoing connection of a parallel test can
+//! hold one of them):
 //! - a server not in a member's config that dials in is heard and answered on the
 //!   election port, whichever sid is larger (the tie-break keeps its connection, or the
 //!   member dials back at the address its initial message gave), and its learner
@@ -8,7 +10,11 @@
 //!   left out loses its election link;
 //! - when a server's addresses move, the election connection to the old address is
 //!   closed and the new one dialed, and a learner connection goes to the new quorum
-//!   port.
+//!   port;
+//! - a member whose own line moves listens at its new election and quorum ports and
+//!   no longer at the old ones;
+//! - unlisted sids are bounded on both ports: election links that went away make room
+//!   for new ones, learners past the bound are refused.
 //!
 //! Every check is a message received or a connection closed; deadlines are generous
 //! (liveness only) and nothing asserts a duration.
@@ -123,7 +129,7 @@ async fn heard(inbox: &mut PeerInbox, from: Sid, round: u64, what: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_not_in_the_config_is_heard_and_answered_and_may_sync() {
     logs();
-    let base = 41000;
+    let base = 25000;
     // server.2 knows only itself and server.3; server.1 (a smaller sid) and server.4 (a
     // larger one) are joining and know all four.
     let old = specs(base, &[2, 3]);
@@ -167,7 +173,7 @@ async fn a_server_not_in_the_config_is_heard_and_answered_and_may_sync() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn set_members_dials_a_new_server_and_drops_a_gone_one() {
     logs();
-    let base = 41100;
+    let base = 25100;
     let old = specs(base, &[1, 2]);
     let all = specs(base, &[1, 2, 3]);
     let (a, _a_in) = start(1, &old).await;
@@ -217,7 +223,7 @@ async fn read_hello_and_vote(s: &mut TcpStream) -> (Sid, u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_address_change_is_followed_on_both_ports() {
     logs();
-    let base = 41200;
+    let base = 25200;
     // server.1 first lives at `base`'s ports, a listener here that reads and never
     // closes, then moves to ports 100 higher.
     let before = specs(base, &[1, 2]);
@@ -236,18 +242,8 @@ async fn an_address_change_is_followed_on_both_ports() {
     let after = vec![spec(base + 100, 1), spec(base, 2)];
     let (_c, mut c_in) = start(1, &after).await;
     a.set_members(&lines(&after));
-    let closed = tokio::time::timeout(DEADLINE, async {
-        let mut rest = [0u8; 64];
-        loop {
-            match old_conn.read(&mut rest).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-        }
-    })
-    .await;
     assert!(
-        closed.is_ok(),
+        closed_by_member(&mut old_conn, DEADLINE).await,
         "the connection to the old address is closed"
     );
     a.send(1, vote(2, 2));
@@ -257,4 +253,186 @@ async fn an_address_change_is_followed_on_both_ports() {
         matches!(m, Message::FollowerInfo { sid: 2, .. })
     })
     .await;
+}
+
+/// Opens an election connection to `port` as `sid` (larger than the member's, so the
+/// member keeps it) and sends one LOOKING vote in `round`.
+async fn introduce(port: u16, sid: Sid, round: u64) -> TcpStream {
+    use keel::zab::wire::election::{encode_frame, encode_notification, ElectionAddress};
+    use tokio::io::AsyncWriteExt;
+    let mut s = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect to the election port");
+    let hello = InitialMessage::v1(
+        sid,
+        ElectionAddress {
+            host: "127.0.0.1".into(),
+            port: 1,
+        },
+    )
+    .encode()
+    .unwrap();
+    s.write_all(&hello).await.unwrap();
+    let Message::Notification(n) = vote(sid, round) else {
+        unreachable!()
+    };
+    let frame = encode_frame(&encode_notification(&n, b"version=0")).unwrap();
+    s.write_all(&frame).await.unwrap();
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_of_unlisted_sids_that_went_away_make_room_for_new_ones() {
+    logs();
+    let base = 25360;
+    let servers = specs(base, &[2, 3]);
+    let port = spec(base, 2).election_port;
+    let (_a, mut a_in) = PeerNet::start(
+        2,
+        &servers,
+        PeerParams {
+            unlisted_links: 2,
+            cnx_timeout: Duration::from_millis(300),
+            ..params()
+        },
+    )
+    .await
+    .expect("start");
+    // Two unlisted sids fill the slots and stay connected: a third is refused (the
+    // member closes its connection) and its vote is never delivered.
+    let held10 = introduce(port, 10, 1).await;
+    heard(&mut a_in, 10, 1, "the first unlisted sid").await;
+    let held11 = introduce(port, 11, 2).await;
+    heard(&mut a_in, 11, 2, "the second unlisted sid").await;
+    let mut refused = introduce(port, 12, 3).await;
+    assert!(
+        closed_by_member(&mut refused, DEADLINE).await,
+        "a third unlisted sid is refused while both are connected"
+    );
+    // Both go away; once cnxTimeout has passed their links are dropped for newcomers.
+    drop(held10);
+    drop(held11);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let _s12 = introduce(port, 12, 4).await;
+    heard(&mut a_in, 12, 4, "a newcomer after the others left").await;
+    let _s13 = introduce(port, 13, 5).await;
+    heard(&mut a_in, 13, 5, "a second newcomer").await;
+}
+
+/// Opens a learner connection to the quorum `port` as `sid` and sends FOLLOWERINFO.
+async fn learner(port: u16, sid: Sid) -> TcpStream {
+    use keel::zab::wire::quorum::{encode_message, Side};
+    use tokio::io::AsyncWriteExt;
+    let mut s = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect to the quorum port");
+    let mut out = BytesMut::new();
+    encode_message(&follower_info(sid), Side::Learner, &mut out).unwrap();
+    s.write_all(&out).await.unwrap();
+    s
+}
+
+/// Whether the member closes `s` (read returns end of stream or an error).
+async fn closed_by_member(s: &mut TcpStream, within: Duration) -> bool {
+    let mut rest = [0u8; 64];
+    tokio::time::timeout(within, async {
+        loop {
+            match s.read(&mut rest).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn learners_of_unlisted_sids_are_bounded() {
+    logs();
+    let base = 25380;
+    let servers = specs(base, &[2, 3]);
+    let port = spec(base, 2).quorum_port;
+    let (_a, mut a_in) = PeerNet::start(
+        2,
+        &servers,
+        PeerParams {
+            unlisted_links: 2,
+            ..params()
+        },
+    )
+    .await
+    .expect("start");
+    let is_info =
+        |sid| move |m: &Message| matches!(m, Message::FollowerInfo { sid: s, .. } if *s == sid);
+    let _l10 = learner(port, 10).await;
+    received(&mut a_in, 10, "the first unlisted learner", is_info(10)).await;
+    let l11 = learner(port, 11).await;
+    received(&mut a_in, 11, "the second unlisted learner", is_info(11)).await;
+    let mut l12 = learner(port, 12).await;
+    assert!(
+        closed_by_member(&mut l12, DEADLINE).await,
+        "a third unlisted learner is refused"
+    );
+    // A listed sid is never counted, and a slot freed is taken again.
+    let _l3 = learner(port, 3).await;
+    received(&mut a_in, 3, "a listed learner", is_info(3)).await;
+    drop(l11);
+    let gone = tokio::time::timeout(DEADLINE, async {
+        while !matches!(a_in.recv().await, Input::Disconnected { peer: 11 }) {}
+    })
+    .await;
+    assert!(
+        gone.is_ok(),
+        "server.11's learner connection is reported closed"
+    );
+    let _l13 = learner(port, 13).await;
+    received(&mut a_in, 13, "a learner once a slot is free", is_info(13)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_whose_own_line_moves_listens_at_the_new_ports() {
+    logs();
+    let base = 25320;
+    let before = specs(base, &[1, 2]);
+    let (a, mut a_in) = start(2, &before).await;
+    let (b, mut b_in) = start(1, &before).await;
+    a.send(1, vote(2, 1));
+    heard(&mut b_in, 2, 1, "before the move").await;
+
+    // server.2 moves both ports 10 up (base 25320's ports stay below 25340).
+    let moved = ServerLine::from(&ServerSpec {
+        quorum_port: spec(base, 2).quorum_port + 10,
+        election_port: spec(base, 2).election_port + 10,
+        ..spec(base, 2)
+    });
+    a.set_own_line(&moved).expect("the new ports bind");
+    let old_election = spec(base, 2).election_port;
+    assert!(
+        TcpStream::connect(("127.0.0.1", old_election))
+            .await
+            .is_err(),
+        "the old election port is closed"
+    );
+    assert!(
+        TcpStream::connect(("127.0.0.1", spec(base, 2).quorum_port))
+            .await
+            .is_err(),
+        "the old quorum port is closed"
+    );
+    // The new ports accept: a vote and a learner arrive there.
+    let _v = introduce(moved.election_port, 9, 2).await;
+    heard(&mut a_in, 9, 2, "a vote on the new election port").await;
+    let _l = learner(moved.quorum_port, 1).await;
+    received(&mut a_in, 1, "FOLLOWERINFO on the new quorum port", |m| {
+        matches!(m, Message::FollowerInfo { sid: 1, .. })
+    })
+    .await;
+    // server.1, told of the move, reaches server.2 there; server.2 advertises the new
+    // election address when it dials (server.1 dials back there: the smaller sid).
+    b.set_members(&[moved.clone(), ServerLine::from(&spec(base, 1))]);
+    b.send(2, vote(1, 3));
+    heard(&mut a_in, 1, 3, "server.1 at the new election port").await;
+    // Moving to where it already is changes nothing.
+    a.set_own_line(&moved).expect("no change");
 }

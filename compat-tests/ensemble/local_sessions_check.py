@@ -107,6 +107,19 @@ counts("leader client closed")
 
 c = client(F1)
 counts("second local session")
+# A multi that creates an ephemeral: it upgrades the session like a create does, or is
+# refused with EPHEMERALONLOCALSESSION as a whole or per op.
+t = c.transaction()
+t.create("/multi-persistent", b"")
+t.create("/multi-ephemeral", b"", ephemeral=True)
+try:
+    results = t.commit()
+    fact("multi with an ephemeral:", [type(r).__name__ if isinstance(r, Exception) else "ok" for r in results])
+except KazooException as ex:
+    fact("multi with an ephemeral raised:", type(ex).__name__)
+fact("multi's persistent node:", c.exists("/multi-persistent") is not None,
+     "ephemeral:", c.exists("/multi-ephemeral") is not None)
+counts("after multi")
 c.stop()
 c.close()
 counts("local session closed")

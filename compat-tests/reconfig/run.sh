@@ -128,15 +128,23 @@ feed() { # DIR KIND FILE FEEDER_LOG
     case $line in
     '#sleep '*) sleep "${line#\#sleep }" ;;
     '#member4 start') echo "start member 4 ($kind)" >> "$log"; start_member4 "$dir" "$kind" >> "$log" 2>&1 ;;
+    '#member4 moved '*)
+      set -- ${line#\#member4 moved }
+      echo "$1" > "$dir/m4/port"
+      if wait_mode "$1" "$2"; then
+        echo "member 4 is $2 at client port $1" >> "$log"
+      else
+        echo "member 4 did not become $2 at client port $1 (mode '$(member_mode "$1")')" | tee -a "$log" >> "$log.failed"
+      fi ;;
     '#member4 wait '*)
       # After one failed wait member 4 is taken to be broken: later waits are skipped
       # rather than each costing the whole timeout.
       if [ -s "$log.failed" ]; then
         echo "skipped: wait for ${line#\#member4 wait }" >> "$log"
-      elif wait_mode "$((BASE + 31))" "${line#\#member4 wait }"; then
+      elif wait_mode "$(cat "$dir/m4/port")" "${line#\#member4 wait }"; then
         echo "member 4 is ${line#\#member4 wait }" >> "$log"
       else
-        echo "member 4 did not become ${line#\#member4 wait } (mode '$(member_mode $((BASE + 31)))')" | tee -a "$log" >> "$log.failed"
+        echo "member 4 did not become ${line#\#member4 wait } (mode '$(member_mode "$(cat "$dir/m4/port")")')" | tee -a "$log" >> "$log.failed"
       fi ;;
     '#'*|'') ;;
     *) printf '%s\n' "${line//@FILE@/$file}" ;;
@@ -179,7 +187,7 @@ run_one() {
       | grep -Ev '^(Connecting to |Welcome to ZooKeeper!$)' >> "$raw"
   done
   modes=$(for i in 1 2 3; do member_mode "$(cat "$dir/m$i/port")"; done | sort | tr '\n' ' ')
-  printf 'Node does not exist: /--modes\nmembers 1-3: %s\nmember 4: %s\n' "$modes" "$(member_mode $((BASE + 31)))" >> "$raw"
+  printf 'Node does not exist: /--modes\nmembers 1-3: %s\nmember 4: %s\n' "$modes" "$(member_mode "$(cat "$dir/m4/port")")" >> "$raw"
   stop_ensemble "$dir"; CURRENT=""
   mask < "$raw" > "$WORK/$label.masked"
   if [ -s "$WORK/$label.feeder.log.failed" ]; then

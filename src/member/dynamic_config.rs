@@ -20,6 +20,7 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use crate::config::ends_with_odd_backslashes;
 use crate::zab::quorum::QuorumVerifier;
 use crate::zab::Sid;
 
@@ -89,16 +90,35 @@ pub fn write_activated(
 }
 
 /// zoo.cfg's text with the quorum lines dropped and `dynamicConfigFile` set
-/// (`editStaticConfig`). Lines keep their order; comments and blank lines stay.
+/// (`editStaticConfig`). ZooKeeper rewrites the file from its Java Properties, losing
+/// comments and order; keel keeps the file's own lines, comments, blank lines and order,
+/// and drops whole logical lines: a line ending in an odd number of `\` goes on on the
+/// next one (Java Properties), so a dropped `server.N` line takes its continuation
+/// lines with it, and a file ending inside a continued line gets a blank line before
+/// the `dynamicConfigFile` line so that line is not read as part of it.
 pub fn edit_static(old: &str, dynamic: &Path, erase_client: bool) -> String {
     let mut out = String::new();
-    for line in old.lines() {
-        let key = line
+    let mut lines = old.lines();
+    let mut open_continuation = false;
+    while let Some(first) = lines.next() {
+        let comment = first.trim_start().starts_with(['#', '!']);
+        let mut logical = vec![first];
+        // Comment lines never continue (Properties.load).
+        let mut continues = !comment && ends_with_odd_backslashes(first);
+        while continues {
+            match lines.next() {
+                Some(next) => {
+                    continues = ends_with_odd_backslashes(next);
+                    logical.push(next);
+                }
+                None => break,
+            }
+        }
+        let key = first
             .trim_start()
-            .split(['=', ':', ' ', '\t'])
+            .split(['=', ':', ' ', '\t', '\x0c'])
             .next()
             .unwrap_or("");
-        let comment = line.trim_start().starts_with(['#', '!']);
         let drop = !comment
             && (key.starts_with("server.")
                 || key.starts_with("group")
@@ -107,9 +127,15 @@ pub fn edit_static(old: &str, dynamic: &Path, erase_client: bool) -> String {
                 || key.starts_with("peerType")
                 || (erase_client && key.starts_with("clientPort")));
         if !drop {
-            out.push_str(line);
-            out.push('\n');
+            for line in logical {
+                out.push_str(line);
+                out.push('\n');
+            }
+            open_continuation = continues;
         }
+    }
+    if open_continuation {
+        out.push('\n');
     }
     out.push_str(&format!("dynamicConfigFile={}\n", dynamic.display()));
     out
@@ -122,7 +148,14 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
         f.write_all(bytes)?;
         f.sync_all()?;
     }
-    std::fs::rename(&tmp, path)
+    std::fs::rename(&tmp, path)?;
+    // The rename is durable only once the directory is (a crash could otherwise bring
+    // back the old file after the new config was acted on).
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]
@@ -163,6 +196,28 @@ mod tests {
         );
         let kept = edit_static(old, Path::new("/y"), false);
         assert!(kept.contains("clientPort=2011\n"), "{kept}");
+    }
+
+    #[test]
+    fn edit_static_drops_continued_lines_whole() {
+        let old = "tickTime=500\nserver.1=127.0.0.1:\\\n   2012:2013\nserver.2=a:1:2\n\
+                   # a comment ending in \\\nserver.3=b:1:2\ndataDir=/very/\\\n  long/path\n\
+                   dataLogDir=/l\\\\\n";
+        let new = edit_static(old, Path::new("/d"), false);
+        assert_eq!(
+            new,
+            "tickTime=500\n# a comment ending in \\\ndataDir=/very/\\\n  long/path\n\
+             dataLogDir=/l\\\\\ndynamicConfigFile=/d\n"
+        );
+        // A file that ends inside a continued line: the pointer stays a line of its own.
+        let cut = edit_static("dataDir=/d\\", Path::new("/e"), false);
+        assert_eq!(cut, "dataDir=/d\\\n\ndynamicConfigFile=/e\n");
+        let c = crate::config::Config::parse(&format!(
+            "{}initLimit=5\nsyncLimit=2\nserver.1=127.0.0.1:2012:2013;2011\nserver.2=127.0.0.1:2022:2023;2021\n",
+            edit_static(old, Path::new("/nonexistent"), false)
+                .replace("dynamicConfigFile=/nonexistent\n", "")
+        ));
+        assert!(c.is_ok(), "{c:?}");
     }
 
     #[test]

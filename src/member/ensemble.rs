@@ -221,6 +221,7 @@ pub async fn run(
         })?;
     let (core_tx, core_rx) = mpsc::channel(CORE_QUEUE);
     let (admin_tx, admin_rx) = mpsc::channel(ADMIN_QUEUE);
+    let (client_move, client_moves) = watch::channel(None);
     let mut core = EnsembleCore {
         replica,
         routes: rustc_hash::FxHashMap::default(),
@@ -228,6 +229,8 @@ pub async fn run(
         storage: storage_tx,
         pending: first,
         config_file: config.config_file.clone(),
+        own_client: None,
+        client_move,
     };
     // A last seen config recovered from the log may name members zoo.cfg does not.
     core.follow_members();
@@ -254,7 +257,9 @@ pub async fn run(
         gssapi: crate::net::gss::Acceptor::for_config(&config)?,
         ensemble: true,
     };
-    ports.serve(core_tx, params, shutdown).await;
+    ports
+        .serve(core_tx, params, Some(client_moves), shutdown)
+        .await;
     tracing::info!("shutting down");
     core_task.abort();
     let _ = core_task.await;
@@ -273,6 +278,11 @@ struct EnsembleCore {
     /// The zoo.cfg the member started from, after which the dynamic config files are
     /// named ([`dynamic_config`]); `None` when started without one (tests).
     config_file: Option<std::path::PathBuf>,
+    /// The client address this member's line in the current config gave when the
+    /// members were last followed (`None` before the first time, or without one).
+    own_client: Option<Option<(String, u16)>>,
+    /// Tells the client listener to move when a new config moves that address.
+    client_move: watch::Sender<Option<(String, u16)>>,
 }
 
 impl ClientSink for EnsembleCore {
@@ -478,8 +488,24 @@ impl EnsembleCore {
     }
 
     /// Points the peer network at the members of the current and the last seen
-    /// config (ZooKeeper's QuorumCnxManager connects to both views).
-    fn follow_members(&self) {
+    /// config (ZooKeeper's QuorumCnxManager connects to both views), and this member's
+    /// listeners at its own line in the current config (ZooKeeper moves them when it
+    /// activates a config, `QuorumPeer.processReconfig`). The client port moves only
+    /// when a later config changes the line's client address: at start the port is
+    /// where zoo.cfg put it.
+    fn follow_members(&mut self) {
+        let me = self.peers.my_sid();
+        if let Some(line) = self.replica.peer().quorum_config().server(me).cloned() {
+            if let Err(e) = self.peers.set_own_line(&line) {
+                tracing::error!(error = %e, "this member's new peer address does not bind; the old one stays");
+            }
+            let before = self.own_client.replace(line.client.clone());
+            if let (Some(before), Some(to)) = (before, &line.client) {
+                if before.as_ref() != Some(to) {
+                    let _ = self.client_move.send(Some(to.clone()));
+                }
+            }
+        }
         let peer = self.replica.peer();
         let mut lines: Vec<ServerLine> = peer.quorum_config().servers().cloned().collect();
         for s in peer.last_seen_config().servers() {

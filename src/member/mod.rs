@@ -111,7 +111,7 @@ pub async fn run(
         gssapi: crate::net::gss::Acceptor::for_config(&config)?,
         ensemble: config.is_distributed(),
     };
-    ports.serve(core_tx, params, shutdown).await;
+    ports.serve(core_tx, params, None, shutdown).await;
     tracing::info!("shutting down");
     // Stop the core; the storage thread then drains its queue (every txn handed to it
     // is written) and ends.

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio_rustls::TlsAcceptor;
 
 /// Packets queued for one connection before it counts as not reading and is closed.
@@ -112,11 +112,16 @@ impl ClientPorts {
     }
 
     /// Accepts clients until `shutdown` resolves, each on its own task that talks to
-    /// the core through `core_tx`.
+    /// the core through `core_tx`. Each `host:port` that `rebind` brings (an ensemble
+    /// member whose server line's client address a reconfig moved) replaces the plain
+    /// port: the new address is bound and the old listener closed, the connections
+    /// already up stay (ZooKeeper's `ServerCnxnFactory.reconfigure`); if it does not
+    /// bind, the old port stays, with the error logged.
     pub async fn serve(
-        self,
+        mut self,
         core_tx: mpsc::Sender<ToCore>,
         params: ClientParams,
+        mut rebind: Option<watch::Receiver<Option<(String, u16)>>>,
         shutdown: impl std::future::Future<Output = ()>,
     ) {
         // maxClientCnxns counts per port, as ZooKeeper counts per connection factory
@@ -128,6 +133,13 @@ impl ClientPorts {
         loop {
             tokio::select! {
                 _ = &mut shutdown => return,
+                Some(to) = moved(rebind.as_mut()) => match bind(&to.0, to.1, "clientPort").await {
+                    Ok(l) => {
+                        tracing::info!(address = %to.0, port = to.1, "serving clients at the address the config now gives");
+                        self.plain = Some(l);
+                    }
+                    Err(e) => tracing::error!(error = %e, "the client port stays where it was"),
+                },
                 accepted = accept(self.plain.as_ref()) => {
                     if let Some((socket, peer)) = admit(accepted, &per_ip, params.max_client_cnxns) {
                         spawn_connection(next_conn, socket, peer, None, &core_tx, &per_ip, &params);
@@ -141,6 +153,24 @@ impl ClientPorts {
                     }
                 }
             }
+        }
+    }
+}
+
+/// The next client address `rebind` brings; never resolves without one (or once its
+/// sender is gone).
+async fn moved(
+    rebind: Option<&mut watch::Receiver<Option<(String, u16)>>>,
+) -> Option<(String, u16)> {
+    let Some(rx) = rebind else {
+        return std::future::pending().await;
+    };
+    loop {
+        if rx.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+        if let Some(to) = rx.borrow_and_update().clone() {
+            return Some(to);
         }
     }
 }

@@ -457,6 +457,62 @@ mod tests {
         assert!(s.sessions.get(id).is_none());
     }
 
+    fn multi_with_an_ephemeral() -> Request {
+        let Request::Create(p) = create("/mp", 0) else {
+            unreachable!()
+        };
+        let Request::Create(e) = create("/me", 1) else {
+            unreachable!()
+        };
+        Request::Multi(vec![MultiOp::Create(p), MultiOp::Create(e)])
+    }
+
+    #[test]
+    fn without_upgrading_a_multi_with_an_ephemeral_fails_at_that_op() {
+        // The leader's own local session: EPHEMERALONLOCALSESSION at the ephemeral op,
+        // as ZooKeeper's validateCreateRequest throws the exception its
+        // LeaderRequestProcessor attached (seen against ZooKeeper 3.8 in
+        // compat-tests/ensemble/local_sessions.sh).
+        let mut s = member(LEADER, false);
+        connect(&mut s);
+        send(&mut s, 1, op::MULTI, multi_with_an_ephemeral());
+        let t = txns(&mut s);
+        assert_eq!(t.len(), 1, "{t:?}");
+        assert_eq!(
+            t[0].op,
+            TxnOp::MultiError(vec![ErrorCode::Ok, ErrorCode::EphemeralOnLocalSession])
+        );
+        // A learner's: its multi goes to the leader as it is (answered with the
+        // leader's per-op results), which fails the op with SESSIONEXPIRED.
+        let mut l = member(Role::Learner, false);
+        connect(&mut l);
+        send(&mut l, 1, op::MULTI, multi_with_an_ephemeral());
+        let f = l.drain_forwards();
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].req, multi_with_an_ephemeral());
+        let mut leader = member(LEADER, false);
+        let remote = SessionTracker::initial_id(T0, 2);
+        leader.handle(
+            T0,
+            Input::Remote {
+                from: 2,
+                fwd: crate::server::Forwarded {
+                    session_id: remote,
+                    cxid: 1,
+                    opcode: op::MULTI,
+                    req: multi_with_an_ephemeral(),
+                    body: Bytes::new(),
+                    ids: Vec::new(),
+                },
+            },
+        );
+        let t = txns(&mut leader);
+        assert_eq!(
+            t[0].op,
+            TxnOp::MultiError(vec![ErrorCode::Ok, ErrorCode::SessionExpired])
+        );
+    }
+
     #[test]
     fn closing_a_local_session_is_local() {
         let mut s = member(LEADER, true);

@@ -288,11 +288,17 @@ impl Server {
                 conn,
                 timeout_ms: *timeout_ms,
             },
-            _ if self.refuse_ephemeral(session_id, &req) => Origin::Refused {
-                conn,
-                xid,
-                code: crate::proto::ErrorCode::EphemeralOnLocalSession,
-            },
+            // The learner answers EPHEMERALONLOCALSESSION itself (the exception its
+            // FollowerRequestProcessor attached), whatever the leader's txn says; for
+            // a multi ZooKeeper's FinalRequestProcessor ignores that exception and the
+            // leader's per-op results go back.
+            _ if !matches!(req, Request::Multi(_)) && self.refuse_ephemeral(session_id, &req) => {
+                Origin::Refused {
+                    conn,
+                    xid,
+                    code: crate::proto::ErrorCode::EphemeralOnLocalSession,
+                }
+            }
             _ => Origin::Reply { conn, xid },
         };
         let ids = self.identities_of(conn);
@@ -366,16 +372,8 @@ impl Server {
             }
             req if self.is_learner_local_session(fwd.session_id) => {
                 // A learner's local session: not touched here; an ephemeral create of
-                // it is SESSIONEXPIRED (LeaderSessionTracker.checkGlobalSession).
-                let req = if super::local_sessions::needs_global_session(&req) {
-                    Request::Rejected(crate::proto::Rejection {
-                        code: crate::proto::ErrorCode::SessionExpired,
-                        txn: true,
-                        body: crate::proto::RejectionBody::Empty,
-                    })
-                } else {
-                    req
-                };
+                // it is SESSIONEXPIRED (LeaderSessionTracker.checkGlobalSession), in
+                // prep.
                 self.prep_and_propose(fwd.session_id, fwd.cxid, req, &fwd.ids, None, from);
                 // The leader keeps no owner for a session that is not global: it would
                 // never be closed here.

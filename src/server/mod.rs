@@ -787,15 +787,7 @@ impl Server {
             .map(|c| c.identities.clone())
             .unwrap_or_default();
         let me = self.my_sid;
-        let req = if self.refuse_ephemeral(session_id, &req) {
-            Request::Rejected(crate::proto::request::Rejection {
-                code: ErrorCode::EphemeralOnLocalSession,
-                txn: true,
-                body: crate::proto::request::RejectionBody::Empty,
-            })
-        } else {
-            req
-        };
+        // An ephemeral create of a local session (upgrading off) fails in prep.
         self.prep_and_propose(session_id, xid, req, &identities, Some(conn), me);
     }
 
@@ -813,6 +805,16 @@ impl Server {
         owner: u64,
     ) {
         let moved = !self.owns_session(session_id, owner);
+        let ephemeral_refusal = if self.local_session(session_id).is_some() {
+            Some(ErrorCode::EphemeralOnLocalSession)
+        } else if self.is_learner_local_session(session_id) && !self.upgrading.contains(&session_id)
+        {
+            // (A session being upgraded is global once its createSession, prepped
+            // before this request, applies.)
+            Some(ErrorCode::SessionExpired)
+        } else {
+            None
+        };
         let mut p = Prep::new(
             &self.tree,
             &self.outstanding,
@@ -820,6 +822,9 @@ impl Server {
             identities,
             session_id,
         );
+        if let Some(code) = ephemeral_refusal {
+            p.refuse_ephemerals(code);
+        }
         let next_zxid = (self.proposed_zxid + 1) as u64;
         let r = match &req {
             // ZooKeeper checks reconfigEnabled before the session.

@@ -74,6 +74,9 @@ pub struct Prep<'a> {
     identities: &'a [Id],
     session_id: i64,
     overlay: HashMap<String, Option<NodeView>>,
+    /// The code an ephemeral create fails with: the session is local (see
+    /// [`Prep::refuse_ephemerals`]).
+    ephemeral_refusal: Option<ErrorCode>,
 }
 
 fn check_version(current: i32, expected: i32) -> Result<i32, ErrorCode> {
@@ -106,7 +109,18 @@ impl<'a> Prep<'a> {
             identities,
             session_id,
             overlay: HashMap::default(),
+            ephemeral_refusal: None,
         }
+    }
+
+    /// Makes every ephemeral create of this pass fail with `code`, where ZooKeeper's
+    /// `validateCreateRequest` refuses a session that is not global: after the mode and
+    /// TTL checks, before the path's. The leader's own local session gets
+    /// EPHEMERALONLOCALSESSION (the exception its LeaderRequestProcessor attached);
+    /// a learner's local session SESSIONEXPIRED (`checkGlobalSession`). In a multi
+    /// that is the failing op's code, the others RolledBack/RuntimeInconsistency.
+    pub fn refuse_ephemerals(&mut self, code: ErrorCode) {
+        self.ephemeral_refusal = Some(code);
     }
 
     /// The changes this pass made, to be recorded as outstanding under its txn's zxid.
@@ -264,6 +278,9 @@ impl<'a> Prep<'a> {
             }
         } else if ttl_ms >= 0 {
             return Err(ErrorCode::BadArguments);
+        }
+        if let (true, Some(code)) = (mode.is_ephemeral(), self.ephemeral_refusal) {
+            return Err(code);
         }
         if c.opcode == op::CREATE_TTL && !mode.is_ttl() {
             // A createTTL with a negative TTL and a mode without one passes

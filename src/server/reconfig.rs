@@ -16,7 +16,7 @@
 //! checks and the last one are [`Server`](super::Server)'s and [`Prep`]'s;
 //! [`new_config`] does the rest.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
 use bytes::Bytes;
@@ -28,6 +28,7 @@ use crate::config::{parse_server, read_properties, split_host_and_ports};
 use crate::proto::ErrorCode;
 use crate::zab::quorum::QuorumVerifier;
 use crate::zab::wire::config::ServerLine;
+use crate::zab::wire::election::MAX_CONFIG_BYTES;
 use crate::zab::{Sid, Zxid};
 
 /// The znode that holds the ensemble's configuration text (ZooDefs.CONFIG_NODE).
@@ -82,9 +83,11 @@ pub struct ReconfigContext {
 ///
 /// Where keel cannot do exactly what ZooKeeper does it refuses with BADARGUMENTS:
 /// negative server ids (Java's long ids allow them), hierarchical quorums (`group`
-/// and `weight` keys), port 0 for the quorum or election port, and a server line with
-/// a trailing `;`. Addresses clash as ZooKeeper compares resolved addresses, except
-/// that host names are compared as names (keel resolves none).
+/// and `weight` keys), port 0 for the quorum or election port, a server line with a
+/// trailing `;`, and a new config whose text is longer than [`MAX_CONFIG_BYTES`]
+/// (ZooKeeper commits it, and then no election notification can carry it). Addresses
+/// clash as ZooKeeper compares resolved addresses, except that host names are compared
+/// as names (keel resolves none).
 pub fn new_config(
     req: &ReconfigRequest,
     ctx: &ReconfigContext,
@@ -106,6 +109,15 @@ pub fn new_config(
     }
     let qv = QuorumVerifier::from_servers(servers.into_values(), ctx.next_zxid)
         .map_err(|_| ErrorCode::BadArguments)?;
+    let text_len = qv.text().len();
+    if text_len > MAX_CONFIG_BYTES {
+        tracing::info!(
+            text_len,
+            max = MAX_CONFIG_BYTES,
+            "reconfig refused: the new config would not fit in an election notification"
+        );
+        return Err(ErrorCode::BadArguments);
+    }
     // Leader.isQuorumSynced: the leader and its synced followers that vote in the new
     // config must be a quorum of it (contains_quorum counts only its voters).
     if !qv.contains_quorum(ctx.synced_voters.iter().copied()) {
@@ -243,12 +255,18 @@ fn whole_membership(
 ) -> Result<BTreeMap<Sid, ServerLine>, ErrorCode> {
     let text = members.replace(',', "\n");
     // Java Properties: a later line for the same key replaces the earlier one before
-    // anything reads the values.
-    let mut props: Vec<(String, String)> = Vec::new();
+    // anything reads the values. Keys are kept in the order of their last line, found
+    // by a map: a request is up to jute.maxbuffer, and a scan per line would let one
+    // client stall the leader for seconds.
+    let mut slots: Vec<Option<(String, String)>> = Vec::new();
+    let mut slot_of: HashMap<String, usize> = HashMap::new();
     for (_, key, value) in read_properties(&text) {
-        props.retain(|(k, _)| *k != key);
-        props.push((key, value));
+        if let Some(old) = slot_of.insert(key.clone(), slots.len()) {
+            slots[old] = None;
+        }
+        slots.push(Some((key, value)));
     }
+    let props: Vec<(String, String)> = slots.into_iter().flatten().collect();
     // parseDynamicConfig refuses unknown keys before it reads any value.
     for (key, _) in &props {
         if key.starts_with("group") || key.starts_with("weight") {
@@ -297,11 +315,15 @@ fn incremental(
 ) -> Result<BTreeMap<Sid, ServerLine>, ErrorCode> {
     let mut next: BTreeMap<Sid, ServerLine> =
         last_seen.servers().map(|s| (s.sid, s.clone())).collect();
+    let mut taken = TakenAddresses::default();
     for leaving in split_trimmed(req.leaving_servers.as_deref().unwrap_or(""), ',') {
         let id: i64 = leaving.parse().map_err(|_| ErrorCode::MarshallingError)?;
         if let Ok(sid) = Sid::try_from(id) {
             next.remove(&sid);
         }
+    }
+    for s in next.values() {
+        taken.add(s);
     }
     for joiner in split_trimmed(req.joining_servers.as_deref().unwrap_or(""), ',') {
         let parts = split_trimmed(joiner, '=');
@@ -314,15 +336,54 @@ fn incremental(
         if line.client.is_none() {
             return Err(ErrorCode::BadArguments);
         }
-        if next
-            .values()
-            .any(|other| other.sid != sid && addresses_clash(&line, other))
-        {
+        if taken.clash(&line) {
             return Err(ErrorCode::BadArguments);
         }
+        // The replaced line's addresses go first: the new line may keep some of them.
+        if let Some(old) = next.get(&sid) {
+            taken.remove(old);
+        }
+        taken.add(&line);
         next.insert(sid, line);
     }
     Ok(next)
+}
+
+/// The addresses the servers of a config being built use, each with the servers that
+/// use it, so that each joiner is checked in time of its own addresses alone (a
+/// joiner list is up to jute.maxbuffer: a scan of every server per joiner would let
+/// one request stall the leader).
+#[derive(Default)]
+struct TakenAddresses {
+    users: HashMap<(String, u16), BTreeSet<Sid>>,
+}
+
+impl TakenAddresses {
+    fn add(&mut self, s: &ServerLine) {
+        for a in addresses(s) {
+            self.users.entry(a).or_default().insert(s.sid);
+        }
+    }
+
+    fn remove(&mut self, s: &ServerLine) {
+        for a in addresses(s) {
+            if let Some(users) = self.users.get_mut(&a) {
+                users.remove(&s.sid);
+                if users.is_empty() {
+                    self.users.remove(&a);
+                }
+            }
+        }
+    }
+
+    /// Whether the joining server `s` uses an address another server uses.
+    fn clash(&self, s: &ServerLine) -> bool {
+        addresses(s).iter().any(|a| {
+            self.users
+                .get(a)
+                .is_some_and(|users| users.iter().any(|&u| u != s.sid))
+        })
+    }
 }
 
 /// A host:port as `QuorumServer.checkAddressDuplicate` compares them: wildcard and
@@ -351,12 +412,6 @@ fn addresses(s: &ServerLine) -> Vec<(String, u16)> {
     .flatten()
     .filter_map(|(h, p)| comparable(h, p))
     .collect()
-}
-
-/// Whether the joining server `a` uses an address of server `b`.
-fn addresses_clash(a: &ServerLine, b: &ServerLine) -> bool {
-    let theirs = addresses(b);
-    addresses(a).iter().any(|mine| theirs.contains(mine))
 }
 
 #[cfg(test)]
@@ -631,6 +686,88 @@ mod tests {
             None
         ))
         .is_ok());
+        // A server that moves frees its old addresses for a later joiner, and keeps
+        // those it still uses.
+        assert!(
+            join("server.1=10.0.0.9:2888:3888;10.0.0.1:2181,server.4=10.0.0.1:2888:3888;2181")
+                .is_ok()
+        );
+        assert_eq!(
+            join("server.1=10.0.0.9:2888:3888;10.0.0.1:2181,server.4=10.0.0.4:2888:3888;10.0.0.1:2181"),
+            Err(ErrorCode::BadArguments)
+        );
+        // Leaving frees nothing here: leavers are removed before the joiners come.
+        assert!(new_config(
+            &incremental(Some("server.4=10.0.0.2:2888:3888;2181"), Some("2")),
+            &c
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn big_requests_are_read_in_one_pass() {
+        // Each line of a big newMembers replaces the last with the same key (Java
+        // Properties); the last of 100,000 lines for server.2 is the one kept.
+        let mut text = String::from("server.1=127.0.0.1:3012:3013");
+        for port in 0..100_000u32 {
+            text.push_str(&format!(
+                ",server.2=127.0.0.1:{}:3023",
+                10_000 + port % 50_000
+            ));
+        }
+        let qv = run(&whole(&text)).unwrap();
+        assert!(
+            qv.text().contains("server.2=127.0.0.1:59999:3023"),
+            "{}",
+            qv.text()
+        );
+        // 60,000 distinct keys: read, then refused as too long for a notification.
+        let text: Vec<String> = (1..=60_000u32)
+            .map(|i| format!("server.{i}=127.0.0.1:{}:{}", i % 60_000 + 1, 3023))
+            .collect();
+        assert_eq!(run(&whole(&text.join(","))), Err(ErrorCode::BadArguments));
+        // 8,000 joiners (the most whose config still fits a notification), each checked against the others' addresses.
+        let joiners: Vec<String> = (0..8_000u32)
+            .map(|i| {
+                format!(
+                    "server.{}=10.1.{}.{}:2888:3888:observer;2181",
+                    i + 10,
+                    i / 250,
+                    i % 250
+                )
+            })
+            .collect();
+        let qv = run(&incremental(Some(&joiners.join(",")), None)).unwrap();
+        assert_eq!(members(&qv).1.len(), 8_000);
+        let mut clash = joiners[..1000].to_vec();
+        clash.push("server.99999=10.1.3.7:3888:2888:observer;2181".into());
+        assert_eq!(
+            run(&incremental(Some(&clash.join(",")), None)),
+            Err(ErrorCode::BadArguments)
+        );
+    }
+
+    #[test]
+    fn a_config_too_long_for_an_election_notification_is_refused() {
+        let observers = |n: u32| -> Vec<String> {
+            (0..n)
+                .map(|i| {
+                    format!(
+                        "server.{}=observer-{i:06}.example.com:2888:3888:observer;2181",
+                        i + 10
+                    )
+                })
+                .collect()
+        };
+        let fits = run(&incremental(Some(&observers(100).join(",")), None)).unwrap();
+        assert!(fits.text().len() < MAX_CONFIG_BYTES);
+        let many = observers(12_000);
+        let qv = run(&incremental(Some(&many[..5000].join(",")), None)).unwrap();
+        assert!(qv.text().len() < MAX_CONFIG_BYTES, "5,000 observers fit");
+        assert_eq!(
+            run(&incremental(Some(&many.join(",")), None)),
+            Err(ErrorCode::BadArguments)
+        );
     }
 
     /// Fewer than 2 voters is BADARGUMENTS (standaloneEnabled), fewer than 1 without it.

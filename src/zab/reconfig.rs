@@ -62,8 +62,12 @@ pub fn quorum_point(qv: &QuorumVerifier, acks: &[(Sid, Zxid)]) -> Zxid {
 /// (`Leader.getDesignatedLeader`): this leader when it is a voter of `new` at the same
 /// quorum address; else, among the voters of `new` that acknowledged the reconfig,
 /// the one that acknowledged the most of the txns after it (`acks` as in
-/// [`quorum_point`]; ties go to the lowest sid). `None` when no voter of `new` other
-/// than this leader acknowledged it (the reconfig could not have committed).
+/// [`quorum_point`]; ties go to the lowest sid). When no other voter of `new`
+/// acknowledged it, a leader that is itself a voter of `new` (its quorum address
+/// moved, and it is the only voter) stays: ZooKeeper's leader fails there (an empty
+/// candidate set), keel's moves its quorum port and goes on. `None` when this leader
+/// is no voter of `new` and no other voter acknowledged it (the reconfig could not
+/// have committed).
 pub fn designated_leader(
     me: Sid,
     old: &QuorumVerifier,
@@ -78,6 +82,7 @@ pub fn designated_leader(
         .filter(|&&(s, z)| s != me && new.is_participant(s) && z >= reconfig)
         .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
         .map(|&(s, _)| s)
+        .or_else(|| new.is_participant(me).then_some(me))
 }
 
 /// Whether `sid` keeps its quorum address (host and quorum port) from `old` to `new`;
@@ -167,5 +172,11 @@ mod tests {
             Some(2)
         );
         assert_eq!(designated_leader(1, &old, &without_me, 5, &[(2, 4)]), None);
+        // The only voter left, at a moved quorum address: it stays the leader.
+        let alone_moved = QuorumVerifier::from_servers([line(1, 11)], 5).unwrap();
+        assert_eq!(
+            designated_leader(1, &old, &alone_moved, 5, &[(1, 9), (2, 9)]),
+            Some(1)
+        );
     }
 }

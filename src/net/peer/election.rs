@@ -93,6 +93,9 @@ struct Target {
 pub(crate) struct Link {
     pub(crate) outbox: Arc<Outbox>,
     task: AbortHandle,
+    /// When it started: a link of a sid without a server line may be evicted only once
+    /// it had its chance to connect.
+    started: Instant,
 }
 
 impl Link {
@@ -101,7 +104,11 @@ impl Link {
         let (outbox, commands) = Outbox::new(address);
         let outbox = Arc::new(outbox);
         let task = shared.spawn(run_link(shared.clone(), peer, outbox.clone(), commands));
-        Link { outbox, task }
+        Link {
+            outbox,
+            task,
+            started: Instant::now(),
+        }
     }
 
     /// Ends the link: its task, its connection, its queued notification.
@@ -318,10 +325,29 @@ fn link_for(
         return Ok(link.outbox.clone());
     }
     if peers.unlisted() >= shared.params.unlisted_links {
-        return Err(invalid(format!(
-            "sid {sid} has no server line and {} such links exist",
-            shared.params.unlisted_links
-        )));
+        // Make room by dropping the oldest such link that is not connected and has had
+        // cnxTimeout to connect (a sid that introduced itself once and went away);
+        // without one, the newcomer is refused, so the links stay bounded.
+        let idle = peers
+            .links
+            .iter()
+            .filter(|(s, l)| {
+                !peers.members.contains_key(s)
+                    && l.outbox.connected.lock().is_none()
+                    && l.started.elapsed() >= shared.params.cnx_timeout
+            })
+            .min_by_key(|(_, l)| l.started)
+            .map(|(s, _)| *s);
+        let Some(idle) = idle else {
+            return Err(invalid(format!(
+                "sid {sid} has no server line and {} such links are connected or connecting",
+                shared.params.unlisted_links
+            )));
+        };
+        info!("election: server.{idle} has no server line and no connection; its link is dropped for server.{sid}");
+        if let Some(l) = peers.links.remove(&idle) {
+            l.stop();
+        }
     }
     info!("election: server.{sid} has no server line; introduced itself from {from} as {advertised:?}");
     let link = Link::start(shared, sid, advertised.cloned());
@@ -347,15 +373,16 @@ async fn dial(shared: &Shared, peer: Sid, outbox: &Outbox) -> io::Result<Option<
         ));
     };
     let mut stream = link::connect(shared, &to.host, to.port, shared.params.cnx_timeout).await?;
-    let hello = InitialMessage::v1(
-        shared.my_sid,
+    let me = {
+        let me = shared.me.lock();
         ElectionAddress {
-            host: shared.me.host.clone(),
-            port: shared.me.election_port,
-        },
-    )
-    .encode()
-    .map_err(invalid)?;
+            host: me.host.clone(),
+            port: me.election_port,
+        }
+    };
+    let hello = InitialMessage::v1(shared.my_sid, me)
+        .encode()
+        .map_err(invalid)?;
     stream.write_all(&hello).await?;
     if initiator_keeps(shared.my_sid, peer) {
         Ok(Some(Conn {

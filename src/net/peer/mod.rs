@@ -92,9 +92,12 @@ pub struct PeerParams {
     /// The longest wait between an election link's dials.
     pub reconnect_max: Duration,
     /// How many election links this member keeps for sids with no server line that
-    /// dialed in (a server joining by reconfig, before the config that adds it); one
-    /// more is refused. ZooKeeper keeps no such bound; keel bounds every table. 0 (the
-    /// member runtime's choice with reconfig off, where no server can join): an
+    /// dialed in (a server joining by reconfig, before the config that adds it), and
+    /// how many learner connections of such sids it accepts. When the election links
+    /// are all taken, the oldest one without a connection that had `cnx_timeout` to
+    /// connect is dropped for the newcomer; without one, and for one learner too many,
+    /// the newcomer is refused. ZooKeeper keeps no such bound; keel bounds every table.
+    /// 0 (the member runtime's choice with reconfig off, where no server can join): an
     /// unlisted sid is refused on both ports.
     pub unlisted_links: usize,
     /// TLS on both ports (`sslQuorum`, `portUnification`); `None`: plaintext.
@@ -170,7 +173,12 @@ impl Peers {
 /// What the handle, the inbox and every connection task share.
 pub(crate) struct Shared {
     pub(crate) my_sid: Sid,
-    pub(crate) me: Member,
+    /// This member's own addresses: the initial message advertises its election
+    /// address; [`PeerNet::set_own_line`] moves them.
+    pub(crate) me: Mutex<Member>,
+    /// The tasks accepting on the election and the quorum port, replaced when the
+    /// member's own line moves a port.
+    listeners: Mutex<Listeners>,
     pub(crate) params: PeerParams,
     /// The quorum config text a notification carries when the core gave it none (the
     /// static config at start; the core fills in its own when reconfig is on).
@@ -199,6 +207,32 @@ impl Shared {
         let mut tasks = self.tasks.lock();
         while tasks.try_join_next().is_some() {}
         tasks.spawn(f)
+    }
+}
+
+/// The accept tasks of the two peer ports.
+#[derive(Default)]
+struct Listeners {
+    election: Option<AbortHandle>,
+    quorum: Option<AbortHandle>,
+}
+
+/// Binds `host:port` now, for a port this member listens on (the wildcard with
+/// `quorum_listen_on_all_ips`, as ZooKeeper's `quorumListenOnAllIPs`).
+///
+/// Errors: the address does not bind.
+fn bind_now(params: &PeerParams, host: &str, port: u16) -> io::Result<tokio::net::TcpListener> {
+    let listener = std::net::TcpListener::bind((bind_host(params, host), port))?;
+    listener.set_nonblocking(true)?;
+    tokio::net::TcpListener::from_std(listener)
+}
+
+/// The host a peer port of this member binds for its server line's `host`.
+fn bind_host<'a>(params: &PeerParams, host: &'a str) -> &'a str {
+    if params.quorum_listen_on_all_ips {
+        "0.0.0.0"
+    } else {
+        host
     }
 }
 
@@ -261,22 +295,14 @@ impl PeerNet {
                 )
             })?;
         let static_config = Bytes::from(quorum_config_text(&lines, 0));
-        let bind_host = |host: &str| {
-            if params.quorum_listen_on_all_ips {
-                "0.0.0.0".to_string()
-            } else {
-                host.to_string()
-            }
-        };
-        let election_listener =
-            tokio::net::TcpListener::bind((bind_host(&me.host), me.election_port)).await?;
-        let quorum_listener =
-            tokio::net::TcpListener::bind((bind_host(&me.host), me.quorum_port)).await?;
+        let election_listener = bind_now(&params, &me.host, me.election_port)?;
+        let quorum_listener = bind_now(&params, &me.host, me.quorum_port)?;
         let max_buffer = max_buffer_bytes(params.jute_max_buffer);
         let (events, rx) = mpsc::channel(params.inbox_messages.max(1));
         let shared = Arc::new(Shared {
             my_sid,
-            me,
+            me: Mutex::new(me),
+            listeners: Mutex::new(Listeners::default()),
             limits: Limits {
                 max_buffer,
                 max_packet: 2 * max_buffer,
@@ -289,8 +315,10 @@ impl PeerNet {
             events,
             tasks: Mutex::new(JoinSet::new()),
         });
-        shared.spawn(election::listen(shared.clone(), election_listener));
-        shared.spawn(quorum::listen(shared.clone(), quorum_listener));
+        *shared.listeners.lock() = Listeners {
+            election: Some(shared.spawn(election::listen(shared.clone(), election_listener))),
+            quorum: Some(shared.spawn(quorum::listen(shared.clone(), quorum_listener))),
+        };
         let net = PeerNet { shared };
         net.set_members(&lines);
         let inbox = PeerInbox {
@@ -305,7 +333,7 @@ impl PeerNet {
     /// the last seen configuration's server lines, as the runtime passes it on every
     /// config change (ZooKeeper's QuorumCnxManager dials a sid found in either view,
     /// `connectOne`; QuorumPeer `setLastSeenQuorumVerifier` connects to the new ones).
-    /// Our own line is skipped: the ports stay bound where they were at start.
+    /// Our own line is skipped here: [`PeerNet::set_own_line`] follows it.
     ///
     /// - A new sid gets an election link, which dials when the core first sends to it.
     /// - A sid whose election address changed dials the new one from now on; its
@@ -364,6 +392,56 @@ impl PeerNet {
             }
         }
         peers.members = next;
+    }
+
+    /// Follows this member's own server line in the configuration just activated (a
+    /// reconfig that moves its election or quorum port, or its host): each port that
+    /// moved is bound at its new address and the old one closed, and the initial
+    /// messages advertise the new election address from now on. Connections already
+    /// up stay (the peers' own config change makes them redial the new address).
+    /// ZooKeeper does the same when it activates a config
+    /// (`QuorumPeer.processReconfig`: a new election address restarts leader election,
+    /// and the quorum port is bound again by the next `Leader`).
+    ///
+    /// Errors: a new address does not bind; the old port stays open then (the member
+    /// keeps serving where it was, as it would after a failed restart).
+    pub fn set_own_line(&self, line: &ServerLine) -> io::Result<()> {
+        let shared = &self.shared;
+        let next = member_of(line);
+        let now = shared.me.lock().clone();
+        if next == now {
+            return Ok(());
+        }
+        let p = &shared.params;
+        let host_moved = bind_host(p, &next.host) != bind_host(p, &now.host);
+        let election = (host_moved || next.election_port != now.election_port)
+            .then(|| bind_now(p, &next.host, next.election_port))
+            .transpose()?;
+        let quorum = (host_moved || next.quorum_port != now.quorum_port)
+            .then(|| bind_now(p, &next.host, next.quorum_port))
+            .transpose()?;
+        let mut listeners = shared.listeners.lock();
+        let replace = |slot: &mut Option<AbortHandle>, task: AbortHandle, port: u16, name: &str| {
+            info!("{name}: this member now listens on {}:{port}", next.host);
+            if let Some(old) = slot.replace(task) {
+                old.abort();
+            }
+        };
+        if let Some(l) = election {
+            let task = shared.spawn(election::listen(shared.clone(), l));
+            replace(
+                &mut listeners.election,
+                task,
+                next.election_port,
+                "election",
+            );
+        }
+        if let Some(l) = quorum {
+            let task = shared.spawn(quorum::listen(shared.clone(), l));
+            replace(&mut listeners.quorum, task, next.quorum_port, "quorum");
+        }
+        *shared.me.lock() = next;
+        Ok(())
     }
 
     /// Queues `msg` for `to` on the port [`Message::channel`] names, never waiting

@@ -18,7 +18,7 @@
 //! that fills all end the connection and report it; a close the core asked for does
 //! not.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -110,6 +110,16 @@ impl Slots {
         self.slots
             .get(&peer)
             .is_some_and(|s| s.generation == generation)
+    }
+
+    /// Whether `peer` has a connection.
+    fn has(&self, peer: Sid) -> bool {
+        self.slots.contains_key(&peer)
+    }
+
+    /// How many connections belong to sids not in `members`.
+    fn count_outside(&self, members: &BTreeSet<Sid>) -> usize {
+        self.slots.keys().filter(|s| !members.contains(s)).count()
     }
 
     /// Forgets `peer`'s connection if it is still `generation`; whether it was.
@@ -293,7 +303,8 @@ async fn accept(shared: Arc<Shared>, mut stream: PeerStream, addr: SocketAddr) -
             "a learner with this member's own sid {sid}"
         )));
     }
-    if shared.params.unlisted_links == 0 && !shared.peers.lock().members.contains_key(&sid) {
+    let members: BTreeSet<Sid> = shared.peers.lock().members.keys().copied().collect();
+    if shared.params.unlisted_links == 0 && !members.contains(&sid) {
         // A static config (reconfig off): no server joins, so a learner of an
         // unlisted sid is refused here, with its reason logged.
         return Err(invalid(format!("sid {sid} has no server line")));
@@ -301,6 +312,17 @@ async fn accept(shared: Arc<Shared>, mut stream: PeerStream, addr: SocketAddr) -
     debug!("quorum: server.{sid} connected from {addr}");
     let installed = {
         let mut slots = shared.quorum.lock();
+        // Learners without a server line (joining servers) are bounded as their
+        // election links are: each holds a send queue of up to the quorum queue limit.
+        if !members.contains(&sid)
+            && !slots.has(sid)
+            && slots.count_outside(&members) >= shared.params.unlisted_links
+        {
+            return Err(invalid(format!(
+                "sid {sid} has no server line and {} such learners are connected",
+                shared.params.unlisted_links
+            )));
+        }
         let installed = slots.install(sid, Side::Leader, None);
         if installed.replaced {
             shared.lost.lock().insert(sid);

@@ -27,6 +27,13 @@ pub const PACKET_MAX_SIZE: usize = 512 * 1024;
 pub const OBSERVER_ID: Sid = i64::MAX as u64;
 /// The notification layout version ZooKeeper 3.5+ writes (Notification.CURRENTVERSION).
 pub const NOTIFICATION_VERSION: i32 = 2;
+/// The bytes of a version-2 notification before its config text (state, leader, zxid,
+/// electionEpoch, peerEpoch, version, config length).
+pub const NOTIFICATION_HEADER_BYTES: usize = 44;
+/// The longest config text a notification can carry within [`PACKET_MAX_SIZE`]: a
+/// configuration longer than this could never be sent in an election again, so keel's
+/// leader refuses a reconfig to one (ZooKeeper commits it and its elections then fail).
+pub const MAX_CONFIG_BYTES: usize = PACKET_MAX_SIZE - NOTIFICATION_HEADER_BYTES;
 
 /// Which form of the initial message a peer sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -292,7 +299,7 @@ pub fn encode_notification(n: &Notification, static_config: &[u8]) -> Bytes {
     } else {
         &n.config
     };
-    let mut b = BytesMut::with_capacity(44 + config.len());
+    let mut b = BytesMut::with_capacity(NOTIFICATION_HEADER_BYTES + config.len());
     b.put_i32(n.state.wire());
     b.put_i64(n.leader as i64);
     b.put_i64(n.zxid as i64);
