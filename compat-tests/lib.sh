@@ -3,6 +3,8 @@
 # keel on loopback, each in its own directory. Source this file; do not run it.
 #   start_server KIND DIR PORT [EXTRA_CFG_LINES]   KIND = zk | keel; waits for `ruok`
 #   stop_server DIR
+#   check NAME COMMAND...   runs COMMAND: prints "ok   NAME" or "FAIL NAME" and counts
+#                           it in $passed / $failed (failed names in $failures)
 # KEEL_BIN overrides the keel binary (default: the release build in CARGO_TARGET_DIR,
 # ~/.cache/keel-target when unset, as both README commands build there).
 
@@ -15,6 +17,13 @@ for j in netty-handler netty-common netty-buffer netty-transport netty-codec net
          netty-transport-native-epoll netty-transport-native-unix-common metrics-core commons-cli \
          snappy-java commons-io jline; do ZK_CP=$ZK_CP:/usr/share/java/$j.jar; done
 export ZK_CP
+
+passed=0; failed=0; failures=()
+check() { # NAME COMMAND...   (pass when the command succeeds)
+  local name=$1; shift
+  if "$@"; then passed=$((passed + 1)); echo "ok   $name"
+  else failed=$((failed + 1)); failures+=("$name"); echo "FAIL $name"; fi
+}
 
 # Each try is bounded: ZooKeeper 3.8 can leave a `ruok` connection open when it arrives
 # while the server is still starting (NPE in removeCnxn), which would hang a plain read.

@@ -109,10 +109,12 @@ impl StoreType {
     }
 }
 
-/// TLS settings of the secure client port: ZooKeeper's `ssl.*` keys (its
-/// `X509Util`/`ClientX509Util`), from zoo.cfg or as `zookeeper.ssl.*` system properties.
-/// Values are kept as given; `net::tls` reads the files and checks that the settings
-/// fit together when `secureClientPort` is set.
+/// One set of TLS settings, ZooKeeper's `X509Util` keys under one prefix: `ssl.*`
+/// (`ClientX509Util`) for the secure client port, `ssl.quorum.*` (`QuorumX509Util`)
+/// for the election and quorum ports with `sslQuorum`; from zoo.cfg or as
+/// `zookeeper.ssl.*` / `zookeeper.ssl.quorum.*` system properties. Values are kept as
+/// given; `net::tls` reads the files and checks that the settings fit together when
+/// the port that uses them is on. The field docs name the client keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SslConfig {
     /// `ssl.keyStore.location`: the server's private key and certificate chain.
@@ -148,7 +150,14 @@ pub struct SslConfig {
     pub ocsp: bool,
     /// `ssl.context.supplier.class`: a Java class keel cannot load; refused when set.
     pub context_supplier_class: Option<String>,
+    /// `ssl.handshakeDetectionTimeoutMillis` (5000): with port unification, how long a
+    /// new connection's first bytes may take before it is taken for plaintext
+    /// (ZooKeeper's `UnifiedServerSocket`; used on the quorum ports).
+    pub handshake_detection_timeout_ms: u32,
 }
+
+/// ZooKeeper's `X509Util.DEFAULT_HANDSHAKE_DETECTION_TIMEOUT_MILLIS`.
+pub const DEFAULT_HANDSHAKE_DETECTION_TIMEOUT_MS: u32 = 5000;
 
 impl Default for SslConfig {
     fn default() -> Self {
@@ -169,15 +178,17 @@ impl Default for SslConfig {
             crl: false,
             ocsp: false,
             context_supplier_class: None,
+            handshake_detection_timeout_ms: DEFAULT_HANDSHAKE_DETECTION_TIMEOUT_MS,
         }
     }
 }
 
 impl SslConfig {
-    /// Applies one `ssl.*` key (without the `zookeeper.` prefix). Returns whether keel
-    /// uses it (the quorum's `ssl.quorum.*` keys and port-unification tuning are not).
-    /// Booleans are read like ZooKeeper's `ZKConfig.getBoolean`: `true` in any case is
-    /// true, anything else false.
+    /// Applies one key of this set, named without its prefix (`keyStore.location` for
+    /// `ssl.keyStore.location` or `ssl.quorum.keyStore.location`, as ZooKeeper's
+    /// `X509Util` builds its property names from `getConfigPrefix()`). Returns whether
+    /// keel uses it. Booleans are read like ZooKeeper's `ZKConfig.getBoolean`: `true` in
+    /// any case is true, anything else false.
     fn apply(&mut self, key: &str, value: &str) -> Result<bool, String> {
         let text = |v: &str| Some(v.to_string()).filter(|v| !v.is_empty());
         let path = |v: &str| Some(PathBuf::from(v)).filter(|_| !v.is_empty());
@@ -191,15 +202,15 @@ impl SslConfig {
         };
         let flag = |v: &str| v.trim().eq_ignore_ascii_case("true");
         match key {
-            "ssl.keyStore.location" => self.key_store_location = path(value),
-            "ssl.keyStore.password" => self.key_store_password = text(value),
-            "ssl.keyStore.passwordPath" => self.key_store_password_path = path(value),
-            "ssl.keyStore.type" => self.key_store_type = StoreType::parse(value)?,
-            "ssl.trustStore.location" => self.trust_store_location = path(value),
-            "ssl.trustStore.password" => self.trust_store_password = text(value),
-            "ssl.trustStore.passwordPath" => self.trust_store_password_path = path(value),
-            "ssl.trustStore.type" => self.trust_store_type = StoreType::parse(value)?,
-            "ssl.clientAuth" => {
+            "keyStore.location" => self.key_store_location = path(value),
+            "keyStore.password" => self.key_store_password = text(value),
+            "keyStore.passwordPath" => self.key_store_password_path = path(value),
+            "keyStore.type" => self.key_store_type = StoreType::parse(value)?,
+            "trustStore.location" => self.trust_store_location = path(value),
+            "trustStore.password" => self.trust_store_password = text(value),
+            "trustStore.passwordPath" => self.trust_store_password_path = path(value),
+            "trustStore.type" => self.trust_store_type = StoreType::parse(value)?,
+            "clientAuth" => {
                 self.client_auth = match value.to_ascii_lowercase().as_str() {
                     "" | "need" => ClientAuth::Need,
                     "want" => ClientAuth::Want,
@@ -207,19 +218,32 @@ impl SslConfig {
                     _ => return Err("expected need, want or none".to_string()),
                 }
             }
-            "ssl.protocol" => {
+            "protocol" => {
                 self.protocol = if value.is_empty() {
                     "TLSv1.2".to_string()
                 } else {
                     value.to_string()
                 }
             }
-            "ssl.enabledProtocols" => self.enabled_protocols = list(value),
-            "ssl.ciphersuites" => self.cipher_suites = list(value),
-            "ssl.hostnameVerification" => self.hostname_verification = flag(value),
-            "ssl.crl" => self.crl = flag(value),
-            "ssl.ocsp" => self.ocsp = flag(value),
-            "ssl.context.supplier.class" => self.context_supplier_class = text(value),
+            "enabledProtocols" => self.enabled_protocols = list(value),
+            "ciphersuites" => self.cipher_suites = list(value),
+            "hostnameVerification" => self.hostname_verification = flag(value),
+            "crl" => self.crl = flag(value),
+            "ocsp" => self.ocsp = flag(value),
+            "context.supplier.class" => self.context_supplier_class = text(value),
+            "handshakeDetectionTimeoutMillis" => {
+                let ms = value
+                    .trim()
+                    .parse::<i32>()
+                    .map_err(|_| not_integer(value))?;
+                // SSLContextAndOptions: below 1 falls back to the default, logged.
+                self.handshake_detection_timeout_ms = if ms < 1 {
+                    tracing::warn!("handshakeDetectionTimeoutMillis {ms} is below 1; using 5000");
+                    DEFAULT_HANDSHAKE_DETECTION_TIMEOUT_MS
+                } else {
+                    ms as u32
+                };
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -504,6 +528,19 @@ pub struct Config {
     pub secure_client_port_address: Option<String>,
     /// The `ssl.*` settings of the secure client port.
     pub ssl: SslConfig,
+    /// `sslQuorum` (false): the election and quorum ports speak TLS, both ways, with
+    /// [`Config::quorum_ssl`] (ZooKeeper's `QuorumPeerConfig`, `QuorumCnxManager`,
+    /// `Learner`, `Leader`).
+    pub ssl_quorum: bool,
+    /// `portUnification` (false): the election and quorum ports accept TLS and
+    /// plaintext peers alike (ZooKeeper's `UnifiedServerSocket`), for a rolling switch
+    /// to or from `sslQuorum`; what this member dials follows `sslQuorum`.
+    pub port_unification: bool,
+    /// `sslQuorumReloadCertFiles` (false): ZooKeeper re-reads the quorum key and trust
+    /// stores when their files change; keel reads them once at start and logs that.
+    pub ssl_quorum_reload_cert_files: bool,
+    /// The `ssl.quorum.*` settings of the election and quorum ports.
+    pub quorum_ssl: SslConfig,
     /// `X509AuthenticationProvider.superUser` / property
     /// `zookeeper.X509AuthenticationProvider.superUser`: the subject DN (RFC 2253, as
     /// Java prints it) of a client certificate that passes every ACL check.
@@ -641,6 +678,10 @@ impl Default for Config {
             secure_client_port: None,
             secure_client_port_address: None,
             ssl: SslConfig::default(),
+            ssl_quorum: false,
+            port_unification: false,
+            ssl_quorum_reload_cert_files: false,
+            quorum_ssl: SslConfig::default(),
             x509_super_user: None,
             jaas_login_config: None,
             client_auth: ClientAuthConfig::default(),
@@ -696,9 +737,6 @@ pub const MAX_BUSY_POLL_US: u64 = 100_000;
 /// use; listed so their values are still checked the way ZooKeeper checks them.
 const ZK_BOOLEAN_KEYS: &[&str] = &[
     "syncEnabled",
-    "sslQuorum",
-    "portUnification",
-    "sslQuorumReloadCertFiles",
     "quorum.auth.enableSasl",
     "quorum.auth.serverRequireSasl",
     "quorum.auth.learnerRequireSasl",
@@ -1132,6 +1170,9 @@ impl Config {
             }
             "standaloneEnabled" => self.standalone_enabled = parse_bool(value)?,
             "quorumListenOnAllIPs" => self.quorum_listen_on_all_ips = parse_bool(value)?,
+            "sslQuorum" => self.ssl_quorum = parse_bool(value)?,
+            "portUnification" => self.port_unification = parse_bool(value)?,
+            "sslQuorumReloadCertFiles" => self.ssl_quorum_reload_cert_files = parse_bool(value)?,
             "dynamicConfigFile" => self.dynamic_config_file = Some(parse_path(value)?),
             "secureClientPortAddress" => {
                 pending.secure_client_port_address = true;
@@ -1224,7 +1265,10 @@ impl Config {
                 self.x509_super_user = Some(value.to_string())
             }
             "java.security.auth.login.config" => self.jaas_login_config = Some(value.to_string()),
-            _ if key.starts_with("ssl.") => return self.ssl.apply(key, value),
+            _ if key.starts_with("ssl.quorum.") => {
+                return self.quorum_ssl.apply(&key["ssl.quorum.".len()..], value)
+            }
+            _ if key.starts_with("ssl.") => return self.ssl.apply(&key["ssl.".len()..], value),
             _ if ClientAuthConfig::is_key(key) => self.client_auth.apply(key, value)?,
             "jute.maxbuffer" => {
                 self.jute_max_buffer = value.parse::<usize>().map_err(|_| not_integer(value))?;
@@ -1914,7 +1958,12 @@ mod tests {
         assert!(!c.ssl.hostname_verification);
         assert_eq!(c.ssl.protocol, "TLSv1.2");
         let unknown: Vec<&str> = c.unknown_keys.iter().map(|(_, k)| k.as_str()).collect();
-        assert_eq!(unknown, ["ssl.quorum.keyStore.location"]);
+        assert!(unknown.is_empty(), "{unknown:?}");
+        assert_eq!(
+            c.quorum_ssl.key_store_location,
+            Some(PathBuf::from("/q.jks"))
+        );
+        assert_eq!(c.ssl.key_store_location, Some(PathBuf::from("/k.pem")));
         // System properties fill what zoo.cfg leaves unset; zoo.cfg wins otherwise.
         c.apply_system_property("zookeeper.ssl.trustStore.location", "/t.pem")
             .unwrap();
@@ -1925,6 +1974,35 @@ mod tests {
         assert_eq!(c.ssl.trust_store_location, Some(PathBuf::from("/t.pem")));
         assert_eq!(c.ssl.key_store_location, Some(PathBuf::from("/k.pem")));
         assert_eq!(c.x509_super_user.as_deref(), Some("CN=root"));
+        assert_eq!(c.quorum_ssl.trust_store_location, None);
+        assert!(!c.ssl_quorum && !c.port_unification);
+    }
+
+    #[test]
+    fn quorum_ssl_keys_are_their_own_set() {
+        let mut c = parse(
+            "dataDir=/d\nsslQuorum=true\nportUnification=TRUE\n\
+             ssl.quorum.keyStore.location=/q.p12\nssl.quorum.keyStore.type=pkcs12\n\
+             ssl.quorum.hostnameVerification=false\nssl.quorum.clientAuth=none\n\
+             ssl.quorum.handshakeDetectionTimeoutMillis=250\nssl.clientAuth=want\n",
+        );
+        assert!(c.ssl_quorum && c.port_unification && !c.ssl_quorum_reload_cert_files);
+        assert_eq!(c.quorum_ssl.key_store_type, Some(StoreType::Pkcs12));
+        assert!(!c.quorum_ssl.hostname_verification);
+        assert_eq!(c.quorum_ssl.client_auth, ClientAuth::None);
+        assert_eq!(c.quorum_ssl.handshake_detection_timeout_ms, 250);
+        assert_eq!(c.ssl.client_auth, ClientAuth::Want);
+        assert!(c.ssl.hostname_verification);
+        assert!(c.unknown_keys.is_empty(), "{:?}", c.unknown_keys);
+        c.apply_system_property("zookeeper.ssl.quorum.trustStore.location", "/qt.pem")
+            .unwrap();
+        assert_eq!(
+            c.quorum_ssl.trust_store_location,
+            Some(PathBuf::from("/qt.pem"))
+        );
+        assert_eq!(c.ssl.trust_store_location, None);
+        let err = Config::parse("dataDir=/d\nsslQuorum=yes\n").unwrap_err();
+        assert!(err.to_string().contains("sslQuorum"), "{err}");
         assert!(c
             .apply_system_property("zookeeper.ssl.trustStore.type", "zip")
             .is_err());

@@ -13,7 +13,10 @@
 //! - two members dialing each other at once end with exactly one election connection,
 //!   the one the larger sid opened;
 //! - a peer that stops reading fills its queue and loses its connection (reported),
-//!   while another peer gets every message and the sender never waits.
+//!   while another peer gets every message and the sender never waits;
+//! - with quorum TLS (`sslQuorum`, ports 45800-45899), two members with certificates
+//!   from the trust store exchange notifications, while one with an untrusted CA's
+//!   certificate and one in plaintext are heard by neither and hear neither.
 //!
 //! Deadlines are generous (liveness only); nothing asserts a duration.
 
@@ -25,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use keel::config::ServerSpec;
+use keel::net::peer::tls::PeerTls;
 use keel::net::peer::{PeerInbox, PeerNet, PeerParams};
 use keel::zab::message::{Message, Notification, ServerState};
 use keel::zab::quorum::QuorumVerifier;
@@ -762,4 +766,91 @@ async fn a_peer_that_stops_reading_loses_its_connection_and_delays_no_other() {
         "every ACK reached the reading peer"
     );
     drop(stalled);
+}
+
+/// [`params`] with quorum TLS, presenting the key store `store` of
+/// `tests/data/tls/quorum/` (see the README there) and trusting its `ca.pem`.
+fn tls_params(store: &str) -> PeerParams {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tls/quorum");
+    let mut config = keel::config::Config {
+        ssl_quorum: true,
+        ..keel::config::Config::default()
+    };
+    config.quorum_ssl.key_store_location = Some(format!("{dir}/{store}.pem").into());
+    config.quorum_ssl.trust_store_location = Some(format!("{dir}/ca.pem").into());
+    PeerParams {
+        tls: PeerTls::from_config(&config).expect("the fixtures' stores load"),
+        ..params()
+    }
+}
+
+/// Drains `inbox` for `window`; fails on a notification from one of `refused`.
+async fn hears_none_of(inbox: &mut PeerInbox, refused: &[Sid], window: Duration, who: Sid) {
+    let _ = tokio::time::timeout(window, async {
+        loop {
+            if let Input::Message { from, .. } = inbox.recv().await {
+                assert!(
+                    !refused.contains(&from),
+                    "server.{who} heard server.{from}, which should be refused"
+                );
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_tls_links_trusted_members_and_refuses_the_others() {
+    logs();
+    let servers = servers(45800, 4);
+    let start = |sid: Sid, params: PeerParams| {
+        let servers = servers.clone();
+        async move {
+            PeerNet::start(sid, &servers, params)
+                .await
+                .unwrap_or_else(|e| panic!("server.{sid} cannot start: {e}"))
+        }
+    };
+    let (n1, mut in1) = start(1, tls_params("member")).await;
+    let (n2, mut in2) = start(2, tls_params("member")).await;
+    let (n3, mut in3) = start(3, tls_params("intruder")).await;
+    let (n4, mut in4) = start(4, params()).await;
+    for _ in 0..2 {
+        n1.send(2, vote(1));
+        n2.send(1, vote(2));
+        both(heard(&mut in1, 2), heard(&mut in2, 1)).await;
+    }
+    assert!(n1.election_link(2).is_some(), "1 and 2 linked over TLS");
+    // Every pair with 3 (untrusted CA) or 4 (plaintext) tries, in both directions, for
+    // a few reconnect rounds.
+    for _ in 0..3 {
+        for (net, me) in [(&n1, 1), (&n2, 2)] {
+            net.send(3, vote(me));
+            net.send(4, vote(me));
+        }
+        for (net, me) in [(&n3, 3), (&n4, 4)] {
+            net.send(1, vote(me));
+            net.send(2, vote(me));
+        }
+        tokio::time::sleep(Duration::from_millis(600)).await;
+    }
+    let window = Duration::from_millis(1500);
+    tokio::join!(
+        hears_none_of(&mut in1, &[3, 4], window, 1),
+        hears_none_of(&mut in2, &[3, 4], window, 2),
+        hears_none_of(&mut in3, &[1, 2], window, 3),
+        hears_none_of(&mut in4, &[1, 2], window, 4),
+    );
+    for (net, me) in [(&n1, 1), (&n2, 2)] {
+        for other in [3, 4] {
+            assert!(
+                net.election_link(other).is_none(),
+                "server.{me} has no connection up to refused server.{other}"
+            );
+        }
+    }
+    // The refusals cost the trusted pair nothing.
+    n1.send(2, vote(1));
+    heard(&mut in2, 1).await;
+    assert_eq!(n1.election_link(2).map(|l| l.connections), Some(1));
 }

@@ -23,6 +23,10 @@
 # ENSEMBLE_OBSERVERS=K (0) adds members 4..3+K as observers (`server.N=...:observer`
 # on every member, `peerType=observer` in theirs), ports numbered as above; the ensemble
 # is then formed when they observe too.
+# ENSEMBLE_MEMBER_CFG, when set, names a function called with I whose output is added to
+# member I's zoo.cfg (per-member settings, e.g. each member's own key store).
+# ENSEMBLE_NO_WAIT=1 makes start_ensemble return once the members are started, for a
+# test that expects the ensemble not to form in full.
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../lib.sh"
 
 ENSEMBLE_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -105,13 +109,14 @@ start_ensemble() { # KIND DIR BASE [EXTRA_CFG]
       fi
       [ "$i" -gt 3 ] && echo "peerType=observer"
       [ -n "$extra" ] && echo "$extra"
+      [ -n "${ENSEMBLE_MEMBER_CFG:-}" ] && "$ENSEMBLE_MEMBER_CFG" "$i"
     } > "$m/zoo.cfg"
     echo "$((base + 10 * (i - 1) + 1))" > "$m/port"
     echo "$cmd" > "$m/cmd"
     setsid "$cmd" "$m/zoo.cfg" >"$m/log" 2>&1 &
     echo $! > "$m/pid"
   done
-  wait_ensemble "$dir"
+  [ -n "${ENSEMBLE_NO_WAIT:-}" ] || wait_ensemble "$dir"
 }
 
 stop_ensemble() { # DIR

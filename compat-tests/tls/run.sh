@@ -29,6 +29,8 @@ set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../lib.sh
 source "$HERE/../lib.sh"
+# shellcheck source=../certs.sh
+source "$HERE/../certs.sh"
 
 A_KIND=${1:-zk}
 B_KIND=${2:-keel}
@@ -53,52 +55,22 @@ cleanup() { local d; for d in "${DIRS[@]}"; do stop_server "$d"; done; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-passed=0; failed=0; failures=()
-check() { # NAME COMMAND...   (pass when the command succeeds)
-  local name=$1; shift
-  if "$@"; then passed=$((passed + 1)); echo "ok   $name"
-  else failed=$((failed + 1)); failures+=("$name"); echo "FAIL $name"; fi
-}
-
 # ---------------------------------------------------------------- certificates
 make_certs() {
   cd "$CERTS" || return 1
-  printf '%s\n' '[v3_ca]' 'basicConstraints=critical,CA:TRUE' \
-    'keyUsage=critical,keyCertSign,cRLSign' 'subjectKeyIdentifier=hash' > ca.cnf
-  printf '%s\n' 'basicConstraints=CA:FALSE' 'keyUsage=critical,digitalSignature,keyEncipherment' \
-    'extendedKeyUsage=serverAuth,clientAuth' 'subjectAltName=DNS:localhost,IP:127.0.0.1' > server.ext
-  printf '%s\n' 'basicConstraints=CA:FALSE' 'keyUsage=critical,digitalSignature,keyEncipherment' \
-    'extendedKeyUsage=clientAuth' > client.ext
-  local ca name
-  for ca in ca:'/CN=keel test CA' rogue:'/CN=rogue CA'; do
-    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -keyout "${ca%%:*}.key" -out "${ca%%:*}.pem" \
-      -subj "${ca#*:}" -extensions v3_ca -config <(cat /etc/ssl/openssl.cnf ca.cnf) 2>/dev/null || return 1
-  done
-  # NAME CA SUBJECT EXTFILE -> NAME.key (PKCS #8), NAME.crt, NAME.pem (key + certificate)
-  cert() {
-    openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$3" 2>/dev/null &&
-    local ext=(); [ -n "$4" ] && ext=(-extfile "$4")
-    openssl x509 -req -in "$1.csr" -CA "$2.pem" -CAkey "$2.key" -CAcreateserial -days 2 \
-      -out "$1.crt" "${ext[@]}" 2>/dev/null &&
-    cat "$1.key" "$1.crt" > "$1.pem"
-  }
-  cert server ca '/CN=localhost' server.ext &&
-  cert client1 ca '/CN=client1' client.ext &&
-  cert client2 ca '/DC=org/DC=keel/O=Keel, Inc./OU=QA+UID=u42/CN=client two/emailAddress=c2@keel.org' client.ext &&
-  cert client3 ca '/O=keel/CN=client3' client.ext &&
-  cert untrusted rogue '/CN=client1' client.ext &&
+  certs_ext_files && certs_ca ca '/CN=keel test CA' && certs_ca rogue '/CN=rogue CA' &&
+  certs_leaf server ca '/CN=localhost' server.ext &&
+  certs_leaf client1 ca '/CN=client1' client.ext &&
+  certs_leaf client2 ca '/DC=org/DC=keel/O=Keel, Inc./OU=QA+UID=u42/CN=client two/emailAddress=c2@keel.org' client.ext &&
+  certs_leaf client3 ca '/O=keel/CN=client3' client.ext &&
+  certs_leaf untrusted rogue '/CN=client1' client.ext &&
   # X.509 v1 (no extensions: `openssl x509 -req` without -extfile), as Kazoo's harness
   # makes its client certificate; ZooKeeper (Java's PKIX) accepts one from a trusted CA.
-  cert v1client ca '/CN=v1 client' '' &&
-  cert v1untrusted rogue '/CN=v1 client' '' &&
+  certs_leaf v1client ca '/CN=v1 client' &&
+  certs_leaf v1untrusted rogue '/CN=v1 client' &&
   openssl x509 -in v1client.crt -noout -text | grep -q 'Version: 1 (0x0)' || return 1
   # The same server identity and trust as JKS stores, and the key store as PKCS12.
-  openssl pkcs12 -export -in server.crt -inkey server.key -name server -passout pass:apassword \
-    -out server.p12 2>/dev/null &&
-  keytool -importkeystore -srckeystore server.p12 -srcstoretype PKCS12 -srcstorepass apassword \
-    -destkeystore server.jks -deststoretype JKS -deststorepass apassword -noprompt >/dev/null 2>&1 &&
-  keytool -importcert -alias ca -file ca.pem -keystore ca.jks -storetype JKS -storepass apassword \
-    -noprompt >/dev/null 2>&1 || return 1
+  certs_jks server ca apassword || return 1
   # An encrypted PEM key store (ZooKeeper decrypts these with ssl.keyStore.password).
   openssl pkcs8 -topk8 -in server.key -passout pass:apassword -out server-enc.key 2>/dev/null &&
   cat server-enc.key server.crt > server-enc.pem &&

@@ -18,6 +18,7 @@ use crate::config::Config;
 use crate::member::replica::{Effect, ProposedAt, Replica};
 use crate::net::busy_poll::BusyPoll;
 use crate::net::client::{self, ClientParams, ClientPorts, ToCore};
+use crate::net::peer::tls::PeerTls;
 use crate::net::peer::{PeerInbox, PeerNet, PeerParams};
 use crate::net::zab_persist::{self, ZabOp};
 use crate::server::{Input, Outbound, Server};
@@ -79,8 +80,12 @@ fn zxid_distance(from: Zxid, to: Zxid) -> Option<u64> {
 }
 
 /// The peer runtime's settings from zoo.cfg.
-fn peer_params(config: &Config) -> PeerParams {
-    PeerParams {
+///
+/// Errors: a bad `ssl.quorum.*` setting or store, with `sslQuorum` or
+/// `portUnification` on.
+fn peer_params(config: &Config) -> std::io::Result<PeerParams> {
+    let tls = PeerTls::from_config(config).map_err(std::io::Error::other)?;
+    Ok(PeerParams {
         cnx_timeout: Duration::from_millis(u64::from(config.cnx_timeout_ms)),
         quorum_connect_timeout: Duration::from_millis(
             u64::from(config.tick_time_ms) * u64::from(config.init_limit.max(1)),
@@ -93,8 +98,9 @@ fn peer_params(config: &Config) -> PeerParams {
         } else {
             0
         },
+        tls,
         ..PeerParams::default()
-    }
+    })
 }
 
 fn io_err(e: impl std::fmt::Display) -> std::io::Error {
@@ -147,6 +153,7 @@ pub async fn run(
     let zab_config = zab_config(&config, my_id).map_err(io_err)?;
     let config = Arc::new(config);
     let tls = client::tls_acceptor(&config)?;
+    let peer_params = peer_params(&config)?;
     let admin = crate::admin::Endpoints::bind(&config).await?;
     let t0 = std::time::Instant::now();
     if crate::import::ensemble::needs_conversion(&config.data_dir) {
@@ -187,7 +194,7 @@ pub async fn run(
     replica.set_standalone_enabled(config.standalone_enabled);
     drop(snapshot);
     let ports = ClientPorts::bind(&config, tls).await?;
-    let (peers, inbox) = PeerNet::start(my_id, &config.servers, peer_params(&config)).await?;
+    let (peers, inbox) = PeerNet::start(my_id, &config.servers, peer_params).await?;
     tracing::info!(
         my_id,
         servers = config.servers.len(),

@@ -74,7 +74,7 @@ pub struct ClientPorts {
 pub fn tls_acceptor(config: &Config) -> std::io::Result<Option<TlsAcceptor>> {
     match config.secure_client_port {
         Some(_) => Ok(Some(TlsAcceptor::from(
-            tls::server_config(&config.ssl).map_err(std::io::Error::other)?,
+            tls::server_config(&config.ssl, tls::CLIENT_PREFIX).map_err(std::io::Error::other)?,
         ))),
         None => Ok(None),
     }

@@ -1,5 +1,6 @@
-//! The check of a client certificate on the secure client port: webpki's, and for an
-//! X.509 version 1 leaf, which webpki refuses to parse, the same checks done here.
+//! The check of a client certificate on the secure client port and of a member's
+//! certificate on the peer ports (`sslQuorum`, both ends): webpki's, and for an X.509
+//! version 1 leaf, which webpki refuses to parse, the same checks done here.
 //!
 //! Why: Java's PKIX trust manager, and so ZooKeeper, accepts a v1 client certificate
 //! issued by a trust-store certificate (Kazoo's test harness makes exactly such a
@@ -131,6 +132,17 @@ impl ClientCertCheck {
 }
 
 impl ClientCertCheck {
+    /// The module's check of `end_entity` when it is an X.509 v1 certificate (issuer,
+    /// signature, validity at `now`); `None` for any other, which is webpki's to check.
+    pub fn verify_v1(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        now: UnixTime,
+    ) -> Option<Result<(), Error>> {
+        let leaf = v1_leaf(end_entity)?;
+        Some(self.verify_v1_leaf(end_entity.as_ref(), &leaf, now))
+    }
+
     /// A `CertificateVerify` signature: webpki's check for a v3 certificate, the module's
     /// for a v1 leaf.
     fn handshake_signature(
@@ -224,10 +236,8 @@ impl ClientCertVerifier for ClientCertCheck {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, Error> {
-        match v1_leaf(end_entity) {
-            Some(leaf) => self
-                .verify_v1_leaf(end_entity.as_ref(), &leaf, now)
-                .map(|()| ClientCertVerified::assertion()),
+        match self.verify_v1(end_entity, now) {
+            Some(v1) => v1.map(|()| ClientCertVerified::assertion()),
             None => self
                 .webpki
                 .verify_client_cert(end_entity, intermediates, now),

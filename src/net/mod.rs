@@ -1,6 +1,7 @@
 //! The runtime layer, the only one that does I/O, and only moves bytes: the client ports
 //! and connections ([`client`]), the election and quorum ports between members
-//! ([`peer`]), TLS on the secure client port ([`tls`], reading key and trust stores
+//! ([`peer`], with quorum TLS in [`peer::tls`]), TLS on the secure client port and the
+//! rustls configurations of the peer ports ([`tls`], reading key and trust stores
 //! with [`keystore`], checking client certificates with [`client_cert`]), Kerberos
 //! contexts for SASL GSSAPI ([`gss`]), the storage
 //! thread ([`persist`], with its sync threads in [`syncer`]), an ensemble member's storage thread for the Zab core's

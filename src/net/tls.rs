@@ -1,5 +1,8 @@
 //! TLS on the secure client port (`secureClientPort`), configured from ZooKeeper's own
-//! `ssl.*` keys, and the `x509` identity a client certificate gives.
+//! `ssl.*` keys, and the `x509` identity a client certificate gives; and the rustls
+//! configurations of the election and quorum ports (`sslQuorum`) from the `ssl.quorum.*`
+//! keys, which `net::peer::tls` uses both ways ([`server_config`] for the connections
+//! a member accepts, [`client_config`] for the ones it dials).
 //!
 //! Sources: ZooKeeper 3.8 `X509Util`, `SSLContextAndOptions` (protocols, cipher suites,
 //! client auth), `NettyServerCnxnFactory.CertificateVerifier` and
@@ -23,16 +26,20 @@
 //! provider by itself whenever secureClientPort is set, `QuorumPeerConfig.configureSSLAuth`,
 //! so a certificate always authenticates there too.)
 
-use crate::config::{ClientAuth, SslConfig};
+use crate::config::{ClientAuth, SslConfig, StoreType};
 use crate::net::client_cert::ClientCertCheck;
 use crate::net::keystore;
 use jute::Id;
-use rustls::crypto::{ring, CryptoProvider};
-use rustls::pki_types::CertificateDer;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{ring, CryptoProvider, WebPkiSupportedAlgorithms};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::server::danger::ClientCertVerifier;
-use rustls::server::WebPkiClientVerifier;
+use rustls::server::{ParsedCertificate, WebPkiClientVerifier};
 use rustls::sign::{CertifiedKey, SingleCertAndKey};
-use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
+use rustls::{
+    ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme,
+    SupportedProtocolVersion,
+};
 use std::path::Path;
 use std::sync::Arc;
 use x509_parser::prelude::{FromDer, X509Certificate};
@@ -42,16 +49,52 @@ use x509_parser::x509::{AttributeTypeAndValue, X509Name};
 #[derive(Debug, thiserror::Error)]
 #[error("{key}: {reason}")]
 pub struct TlsError {
-    /// The zoo.cfg key (also read as `zookeeper.<key>`), e.g. `ssl.keyStore.location`.
-    pub key: &'static str,
+    /// The zoo.cfg key (also read as `zookeeper.<key>`), e.g. `ssl.keyStore.location`
+    /// or `ssl.quorum.keyStore.location`.
+    pub key: String,
     /// What is wrong.
     pub reason: String,
 }
 
-fn fail(key: &'static str, reason: impl Into<String>) -> TlsError {
-    TlsError {
-        key,
-        reason: reason.into(),
+/// The key prefix of the secure client port's settings (ZooKeeper's `ClientX509Util`).
+pub const CLIENT_PREFIX: &str = "ssl.";
+
+/// The key prefix of the election and quorum ports' settings (`QuorumX509Util`).
+pub const QUORUM_PREFIX: &str = "ssl.quorum.";
+
+/// Which key set a configuration is built from: its prefix names the keys in errors,
+/// and what the stores are for goes into the reasons.
+#[derive(Clone, Copy)]
+struct Keys {
+    prefix: &'static str,
+    /// What the key store serves, e.g. "the secure client port".
+    user: &'static str,
+    /// Whose certificates the trust store checks when accepting, e.g. "client".
+    callers: &'static str,
+}
+
+impl Keys {
+    fn of(prefix: &'static str) -> Keys {
+        let (user, callers) = if prefix == QUORUM_PREFIX {
+            (
+                "sslQuorum (the election and quorum ports)",
+                "dialing members'",
+            )
+        } else {
+            ("the secure client port", "client")
+        };
+        Keys {
+            prefix,
+            user,
+            callers,
+        }
+    }
+
+    fn fail(&self, name: &str, reason: impl Into<String>) -> TlsError {
+        TlsError {
+            key: format!("{}{name}", self.prefix),
+            reason: reason.into(),
+        }
     }
 }
 
@@ -72,60 +115,36 @@ const ZOOKEEPER_DEFAULT_SUITES: &[&str] = &[
     "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
 ];
 
-/// Builds the rustls server configuration of the secure client port from `ssl`,
-/// reading the key store and trust store files.
+/// Builds a rustls server configuration from the settings `ssl` under key `prefix`
+/// ([`CLIENT_PREFIX`] for the secure client port, [`QUORUM_PREFIX`] for the peer
+/// ports), reading the key store and trust store files. `clientAuth` need (the
+/// default) or want asks the other end for a certificate that chains to the trust
+/// store.
 ///
 /// Errors: [`TlsError`] naming the key: a store that is missing, unreadable, of an
 /// unsupported format or without the expected key/certificates; a wrong JKS password;
 /// no trust store while client certificates are requested; no usable protocol or cipher
 /// suite; revocation checks or a Java SSLContext supplier requested.
-pub fn server_config(ssl: &SslConfig) -> Result<Arc<ServerConfig>, TlsError> {
-    if let Some(class) = &ssl.context_supplier_class {
-        return Err(fail(
-            "ssl.context.supplier.class",
-            format!("keel cannot load the Java class {class}; configure the key and trust stores instead"),
-        ));
-    }
-    if ssl.crl || ssl.ocsp {
-        let key = if ssl.crl { "ssl.crl" } else { "ssl.ocsp" };
-        return Err(fail(
-            key,
-            "certificate revocation checks are not supported by keel",
-        ));
-    }
-    let location = ssl.key_store_location.as_deref().ok_or_else(|| {
-        fail(
-            "ssl.keyStore.location",
-            "not set; the secure client port needs the server's private key and certificate",
-        )
-    })?;
-    let key_store_type = keystore::resolve_type(ssl.key_store_type, location)
-        .map_err(|e| fail("ssl.keyStore.type", e))?;
-    let password = password(
-        ssl.key_store_password.as_deref(),
-        ssl.key_store_password_path.as_deref(),
-        "ssl.keyStore.passwordPath",
-    )?;
-    let identity = keystore::load_key_store(location, password.as_deref(), key_store_type)
-        .map_err(|e| {
-            fail(
-                "ssl.keyStore.location",
-                format!("{}: {e}", location.display()),
-            )
-        })?;
+pub fn server_config(ssl: &SslConfig, prefix: &'static str) -> Result<Arc<ServerConfig>, TlsError> {
+    let keys = Keys::of(prefix);
+    refuse_unsupported(ssl, keys)?;
+    let (location, identity) = key_store(ssl, keys)?;
     let roots = match &ssl.trust_store_location {
-        Some(location) => Some(trust_roots(ssl, location)?),
+        Some(location) => Some(trust_roots(ssl, location, keys)?),
         None if ssl.client_auth == ClientAuth::None => None,
         None => {
-            return Err(fail(
-                "ssl.trustStore.location",
-                "not set; it is needed to check client certificates (ssl.clientAuth is need \
-                 or want; set it to none to accept clients without certificates)",
+            return Err(keys.fail(
+                "trustStore.location",
+                format!(
+                    "not set; it is needed to check {} certificates ({}clientAuth is need \
+                     or want; set it to none to accept them without certificates)",
+                    keys.callers, keys.prefix
+                ),
             ))
         }
     };
-    let provider = Arc::new(provider(ssl)?);
-    let versions = protocol_versions(ssl)?;
+    let provider = Arc::new(provider(ssl, keys)?);
+    let versions = protocol_versions(ssl, keys)?;
     let verifier: Arc<dyn ClientCertVerifier> = match (ssl.client_auth, roots) {
         (ClientAuth::None, _) | (_, None) => WebPkiClientVerifier::no_client_auth(),
         (auth, Some((roots, anchors))) => {
@@ -137,7 +156,7 @@ pub fn server_config(ssl: &SslConfig) -> Result<Arc<ServerConfig>, TlsError> {
             };
             let webpki = builder
                 .build()
-                .map_err(|e| fail("ssl.trustStore.location", e.to_string()))?;
+                .map_err(|e| keys.fail("trustStore.location", e.to_string()))?;
             Arc::new(ClientCertCheck::new(
                 webpki,
                 anchors,
@@ -145,23 +164,175 @@ pub fn server_config(ssl: &SslConfig) -> Result<Arc<ServerConfig>, TlsError> {
             ))
         }
     };
-    let versions_key = if ssl.enabled_protocols.is_some() {
-        "ssl.enabledProtocols"
-    } else {
-        "ssl.protocol"
-    };
-    let certified = certified_key(identity, &provider, location)?;
+    let certified = certified_key(identity, &provider, location, keys)?;
     let config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions)
-        .map_err(|e| {
-            fail(
-                versions_key,
-                format!("no enabled cipher suite (ssl.ciphersuites) fits these protocols: {e}"),
-            )
-        })?
+        .map_err(|e| no_suite_fits(ssl, keys, e))?
         .with_client_cert_verifier(verifier)
         .with_cert_resolver(Arc::new(SingleCertAndKey::from(certified)));
     Ok(Arc::new(config))
+}
+
+/// Builds the rustls client configuration a member dials its peers with (`sslQuorum`)
+/// from the settings `ssl` under key `prefix` ([`QUORUM_PREFIX`]): the key store's
+/// certificate is presented to the peer, and the peer's certificate must chain to the
+/// trust store. The peer's host is not checked here: ZooKeeper's `ZKTrustManager`
+/// matches it against the address dialed (and its reverse-DNS name), which
+/// `net::peer::tls` does once the handshake is done.
+///
+/// Errors: as [`server_config`]; the trust store is required (ZooKeeper would fall
+/// back to the JVM's default trust store, which keel does not have).
+pub fn client_config(ssl: &SslConfig, prefix: &'static str) -> Result<Arc<ClientConfig>, TlsError> {
+    let keys = Keys::of(prefix);
+    refuse_unsupported(ssl, keys)?;
+    let (location, identity) = key_store(ssl, keys)?;
+    let trust_location = ssl.trust_store_location.as_deref().ok_or_else(|| {
+        keys.fail(
+            "trustStore.location",
+            format!(
+                "not set; {} needs it to check the peers' certificates",
+                keys.user
+            ),
+        )
+    })?;
+    let (roots, anchors) = trust_roots(ssl, trust_location, keys)?;
+    let provider = Arc::new(provider(ssl, keys)?);
+    let versions = protocol_versions(ssl, keys)?;
+    let algorithms = provider.signature_verification_algorithms;
+    let webpki = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
+        .build()
+        .map_err(|e| keys.fail("trustStore.location", e.to_string()))?;
+    let verifier = Arc::new(PeerCertCheck {
+        roots,
+        algorithms,
+        check: ClientCertCheck::new(webpki, anchors, algorithms),
+    });
+    let certified = certified_key(identity, &provider, location, keys)?;
+    let config = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions)
+        .map_err(|e| no_suite_fits(ssl, keys, e))?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_client_cert_resolver(Arc::new(SingleCertAndKey::from(certified)));
+    Ok(Arc::new(config))
+}
+
+/// The error for protocols that no enabled cipher suite fits.
+fn no_suite_fits(ssl: &SslConfig, keys: Keys, e: rustls::Error) -> TlsError {
+    let name = if ssl.enabled_protocols.is_some() {
+        "enabledProtocols"
+    } else {
+        "protocol"
+    };
+    keys.fail(
+        name,
+        format!(
+            "no enabled cipher suite ({}ciphersuites) fits these protocols: {e}",
+            keys.prefix
+        ),
+    )
+}
+
+/// Refuses what keel cannot do: a Java SSLContext supplier, revocation checks.
+fn refuse_unsupported(ssl: &SslConfig, keys: Keys) -> Result<(), TlsError> {
+    if let Some(class) = &ssl.context_supplier_class {
+        return Err(keys.fail(
+            "context.supplier.class",
+            format!("keel cannot load the Java class {class}; configure the key and trust stores instead"),
+        ));
+    }
+    if ssl.crl || ssl.ocsp {
+        let name = if ssl.crl { "crl" } else { "ocsp" };
+        return Err(keys.fail(
+            name,
+            "certificate revocation checks are not supported by keel",
+        ));
+    }
+    Ok(())
+}
+
+/// The key store's location and what it holds (required).
+fn key_store(ssl: &SslConfig, keys: Keys) -> Result<(&Path, keystore::KeyMaterial), TlsError> {
+    let location = ssl.key_store_location.as_deref().ok_or_else(|| {
+        keys.fail(
+            "keyStore.location",
+            format!(
+                "not set; {} needs this server's private key and certificate",
+                keys.user
+            ),
+        )
+    })?;
+    let (key_store_type, password) = store_access(
+        keys,
+        "keyStore",
+        location,
+        ssl.key_store_type,
+        ssl.key_store_password.as_deref(),
+        ssl.key_store_password_path.as_deref(),
+    )?;
+    let identity = keystore::load_key_store(location, password.as_deref(), key_store_type)
+        .map_err(|e| keys.fail("keyStore.location", format!("{}: {e}", location.display())))?;
+    Ok((location, identity))
+}
+
+/// The check of a peer's certificate when this member dials (ZooKeeper's
+/// `ZKTrustManager.checkServerTrusted` without its host part): the chain must lead to
+/// a trust-store certificate (webpki: validity, signatures, basic constraints, and the
+/// serverAuth extended key usage when the certificate lists usages, as Java's PKIX
+/// checks); an X.509 v1 leaf, which webpki cannot parse and Java accepts, is checked
+/// as on the accepting side ([`ClientCertCheck`]), as are handshake signatures.
+#[derive(Debug)]
+struct PeerCertCheck {
+    roots: Arc<RootCertStore>,
+    algorithms: WebPkiSupportedAlgorithms,
+    /// The accepting side's check over the same trust store: v1 leaves, signatures.
+    check: ClientCertCheck,
+}
+
+impl ServerCertVerifier for PeerCertCheck {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if let Some(v1) = self.check.verify_v1(end_entity, now) {
+            return v1.map(|()| ServerCertVerified::assertion());
+        }
+        let cert = ParsedCertificate::try_from(end_entity)?;
+        rustls::client::verify_server_cert_signed_by_trust_anchor(
+            &cert,
+            &self.roots,
+            intermediates,
+            now,
+            self.algorithms.all,
+        )?;
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        ClientCertVerifier::verify_tls12_signature(&self.check, message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        ClientCertVerifier::verify_tls13_signature(&self.check, message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
 }
 
 /// The server's signing key with its chain, the key checked against the leaf
@@ -172,10 +343,11 @@ fn certified_key(
     identity: keystore::KeyMaterial,
     provider: &CryptoProvider,
     location: &Path,
+    keys: Keys,
 ) -> Result<CertifiedKey, TlsError> {
     let unusable = |reason: String| {
-        fail(
-            "ssl.keyStore.location",
+        keys.fail(
+            "keyStore.location",
             format!("{}: {reason}", location.display()),
         )
     };
@@ -199,39 +371,52 @@ fn certified_key(
     Ok(CertifiedKey::new(identity.chain, key))
 }
 
-/// The store password: the file named by `path` (one trailing line break dropped, as
-/// ZooKeeper's `SecretUtils.readSecret` does) when set, else `password`.
-fn password(
+/// How to open the store `store` (`keyStore` or `trustStore`) at `location`: its type
+/// (`<store>.type`, else from the file name) and its password: the file named by
+/// `<store>.passwordPath` (one trailing line break dropped, as ZooKeeper's
+/// `SecretUtils.readSecret` does) when set, else `<store>.password`.
+fn store_access(
+    keys: Keys,
+    store: &str,
+    location: &Path,
+    store_type: Option<StoreType>,
     password: Option<&str>,
     path: Option<&Path>,
-    path_key: &'static str,
-) -> Result<Option<String>, TlsError> {
+) -> Result<(StoreType, Option<String>), TlsError> {
+    let store_type = keystore::resolve_type(store_type, location)
+        .map_err(|e| keys.fail(&format!("{store}.type"), e))?;
     let Some(path) = path else {
-        return Ok(password.map(str::to_string));
+        return Ok((store_type, password.map(str::to_string)));
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| fail(path_key, format!("cannot read {}: {e}", path.display())))?;
-    Ok(Some(text.strip_suffix('\n').unwrap_or(&text).to_string()))
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        keys.fail(
+            &format!("{store}.passwordPath"),
+            format!("cannot read {}: {e}", path.display()),
+        )
+    })?;
+    let password = text.strip_suffix('\n').unwrap_or(&text).to_string();
+    Ok((store_type, Some(password)))
 }
 
 /// The trust store as rustls' roots, and its certificates as loaded (DER).
 type TrustStore = (Arc<RootCertStore>, Vec<CertificateDer<'static>>);
 
-fn trust_roots(ssl: &SslConfig, location: &Path) -> Result<TrustStore, TlsError> {
-    let key = "ssl.trustStore.location";
-    let store_type = keystore::resolve_type(ssl.trust_store_type, location)
-        .map_err(|e| fail("ssl.trustStore.type", e))?;
-    let password = password(
+fn trust_roots(ssl: &SslConfig, location: &Path, keys: Keys) -> Result<TrustStore, TlsError> {
+    let key = "trustStore.location";
+    let (store_type, password) = store_access(
+        keys,
+        "trustStore",
+        location,
+        ssl.trust_store_type,
         ssl.trust_store_password.as_deref(),
         ssl.trust_store_password_path.as_deref(),
-        "ssl.trustStore.passwordPath",
     )?;
     let certs = keystore::load_trust_store(location, password.as_deref(), store_type)
-        .map_err(|e| fail(key, format!("{}: {e}", location.display())))?;
+        .map_err(|e| keys.fail(key, format!("{}: {e}", location.display())))?;
     let mut roots = RootCertStore::empty();
     for (i, cert) in certs.iter().enumerate() {
         roots.add(cert.clone()).map_err(|e| {
-            fail(
+            keys.fail(
                 key,
                 format!(
                     "{}: certificate {} is not usable: {e}",
@@ -256,7 +441,7 @@ fn suite_name(suite: &rustls::SupportedCipherSuite) -> String {
 
 /// The ring provider with the cipher suites `ssl.ciphersuites` (or ZooKeeper's default
 /// list, plus the TLS 1.3 suites) allows, in the provider's preference order.
-fn provider(ssl: &SslConfig) -> Result<CryptoProvider, TlsError> {
+fn provider(ssl: &SslConfig, keys: Keys) -> Result<CryptoProvider, TlsError> {
     let mut provider = ring::default_provider();
     let all = std::mem::take(&mut provider.cipher_suites);
     let names: Vec<String> = all.iter().map(suite_name).collect();
@@ -275,7 +460,7 @@ fn provider(ssl: &SslConfig) -> Result<CryptoProvider, TlsError> {
         Some(wanted) => {
             for w in wanted {
                 if !names.contains(w) {
-                    tracing::warn!(suite = %w, "ssl.ciphersuites: suite not offered by keel; skipped");
+                    tracing::warn!(suite = %w, "{}ciphersuites: suite not offered by keel; skipped", keys.prefix);
                 }
             }
             provider.cipher_suites = all
@@ -285,8 +470,8 @@ fn provider(ssl: &SslConfig) -> Result<CryptoProvider, TlsError> {
                 .map(|(s, _)| s)
                 .collect();
             if provider.cipher_suites.is_empty() {
-                return Err(fail(
-                    "ssl.ciphersuites",
+                return Err(keys.fail(
+                    "ciphersuites",
                     format!(
                         "none of these suites is offered by keel; it offers {}",
                         names.join(",")
@@ -300,11 +485,15 @@ fn provider(ssl: &SslConfig) -> Result<CryptoProvider, TlsError> {
 
 /// The protocol versions `ssl.enabledProtocols` lists, or else `ssl.protocol` alone (as
 /// ZooKeeper's `SSLContextAndOptions.getEnabledProtocols`). `TLS` means both.
-fn protocol_versions(ssl: &SslConfig) -> Result<Vec<&'static SupportedProtocolVersion>, TlsError> {
+fn protocol_versions(
+    ssl: &SslConfig,
+    keys: Keys,
+) -> Result<Vec<&'static SupportedProtocolVersion>, TlsError> {
     let (key, names) = match &ssl.enabled_protocols {
-        Some(list) => ("ssl.enabledProtocols", list.clone()),
-        None => ("ssl.protocol", vec![ssl.protocol.clone()]),
+        Some(list) => ("enabledProtocols", list.clone()),
+        None => ("protocol", vec![ssl.protocol.clone()]),
     };
+    let prefix = keys.prefix;
     let mut versions: Vec<&'static SupportedProtocolVersion> = Vec::new();
     let mut add = |v: &'static SupportedProtocolVersion| {
         if !versions.iter().any(|x| x.version == v.version) {
@@ -320,13 +509,13 @@ fn protocol_versions(ssl: &SslConfig) -> Result<Vec<&'static SupportedProtocolVe
                 add(&rustls::version::TLS12);
             }
             "TLSv1.1" | "TLSv1" | "SSLv3" | "SSLv2Hello" => {
-                tracing::warn!(protocol = %name, "{key}: protocol not offered by keel (TLS 1.2 and 1.3 only); skipped");
+                tracing::warn!(protocol = %name, "{prefix}{key}: protocol not offered by keel (TLS 1.2 and 1.3 only); skipped");
             }
-            _ => return Err(fail(key, format!("unknown protocol {name:?}"))),
+            _ => return Err(keys.fail(key, format!("unknown protocol {name:?}"))),
         }
     }
     if versions.is_empty() {
-        return Err(fail(
+        return Err(keys.fail(
             key,
             format!(
                 "none of {} is offered by keel (it offers TLSv1.2 and TLSv1.3)",
@@ -537,7 +726,8 @@ mod tests {
 
     #[test]
     fn default_suites_are_zookeepers_plus_tls13() {
-        let p = provider(&SslConfig::default()).unwrap();
+        let keys = Keys::of(CLIENT_PREFIX);
+        let p = provider(&SslConfig::default(), keys).unwrap();
         let mut names: Vec<String> = p.cipher_suites.iter().map(suite_name).collect();
         names.sort();
         assert_eq!(
@@ -559,40 +749,106 @@ mod tests {
             ]),
             ..SslConfig::default()
         };
-        assert_eq!(provider(&only).unwrap().cipher_suites.len(), 1);
+        assert_eq!(provider(&only, keys).unwrap().cipher_suites.len(), 1);
         let none = SslConfig {
             cipher_suites: Some(vec!["NOPE".into()]),
             ..SslConfig::default()
         };
-        assert_eq!(provider(&none).unwrap_err().key, "ssl.ciphersuites");
+        assert_eq!(provider(&none, keys).unwrap_err().key, "ssl.ciphersuites");
+        let quorum = Keys::of(QUORUM_PREFIX);
+        assert_eq!(
+            provider(&none, quorum).unwrap_err().key,
+            "ssl.quorum.ciphersuites"
+        );
     }
 
     #[test]
     fn protocols_follow_zookeeper_defaults() {
-        let v = protocol_versions(&SslConfig::default()).unwrap();
+        let keys = Keys::of(CLIENT_PREFIX);
+        let v = protocol_versions(&SslConfig::default(), keys).unwrap();
         assert_eq!(v.len(), 1);
         assert_eq!(v[0].version, rustls::ProtocolVersion::TLSv1_2);
         let both = SslConfig {
             enabled_protocols: Some(vec!["TLSv1.3".into(), "TLSv1.1".into(), "TLSv1.2".into()]),
             ..SslConfig::default()
         };
-        assert_eq!(protocol_versions(&both).unwrap().len(), 2);
+        assert_eq!(protocol_versions(&both, keys).unwrap().len(), 2);
         let old = SslConfig {
             protocol: "TLSv1.1".into(),
             ..SslConfig::default()
         };
-        assert_eq!(protocol_versions(&old).unwrap_err().key, "ssl.protocol");
+        assert_eq!(
+            protocol_versions(&old, keys).unwrap_err().key,
+            "ssl.protocol"
+        );
+    }
+
+    fn first_cert(pem: &str) -> CertificateDer<'static> {
+        rustls_pemfile::certs(&mut pem.as_bytes())
+            .next()
+            .unwrap()
+            .unwrap()
+    }
+
+    /// The dialing side's check trusting `ca_pem` alone.
+    fn peer_check(ca_pem: &str) -> PeerCertCheck {
+        let provider = Arc::new(ring::default_provider());
+        let ca = first_cert(ca_pem);
+        let mut roots = RootCertStore::empty();
+        roots.add(ca.clone()).unwrap();
+        let roots = Arc::new(roots);
+        let webpki = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
+            .build()
+            .unwrap();
+        let algorithms = provider.signature_verification_algorithms;
+        PeerCertCheck {
+            roots,
+            algorithms,
+            check: ClientCertCheck::new(webpki, vec![ca], algorithms),
+        }
+    }
+
+    #[test]
+    fn a_dialed_peers_certificate_must_chain_to_the_trust_store() {
+        // Fixtures: tests/data/tls/README.md; 2030 is inside all of them.
+        let at = UnixTime::since_unix_epoch(std::time::Duration::from_secs(1_893_456_000));
+        // The name is not checked here (net::peer::tls does ZooKeeper's host check).
+        let name = ServerName::try_from("elsewhere.invalid").unwrap();
+        let verify = |check: &PeerCertCheck, pem: &str| {
+            check.verify_server_cert(&first_cert(pem), &[], &name, &[], at)
+        };
+        let quorum = peer_check(include_str!("../../tests/data/tls/quorum/ca.pem"));
+        assert!(verify(
+            &quorum,
+            include_str!("../../tests/data/tls/quorum/member.pem")
+        )
+        .is_ok());
+        assert_eq!(
+            verify(
+                &quorum,
+                include_str!("../../tests/data/tls/quorum/intruder.pem")
+            )
+            .unwrap_err(),
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer)
+        );
+        // X.509 v1, which Java accepts from a trusted issuer.
+        let v1 = peer_check(include_str!("../../tests/data/tls/ca.pem"));
+        assert!(verify(&v1, include_str!("../../tests/data/tls/v1-leaf.pem")).is_ok());
+        assert_eq!(
+            verify(&v1, include_str!("../../tests/data/tls/v1-leaf-rogue.pem")).unwrap_err(),
+            rustls::Error::InvalidCertificate(rustls::CertificateError::BadSignature)
+        );
     }
 
     #[test]
     fn missing_stores_name_the_key() {
-        let err = server_config(&SslConfig::default()).unwrap_err();
+        let err = server_config(&SslConfig::default(), CLIENT_PREFIX).unwrap_err();
         assert_eq!(err.key, "ssl.keyStore.location");
         let missing = SslConfig {
             key_store_location: Some("/nonexistent/keel/key.pem".into()),
             ..SslConfig::default()
         };
-        let err = server_config(&missing).unwrap_err();
+        let err = server_config(&missing, CLIENT_PREFIX).unwrap_err();
         assert_eq!(err.key, "ssl.keyStore.location");
         assert!(
             err.to_string().contains("/nonexistent/keel/key.pem"),
@@ -603,8 +859,14 @@ mod tests {
             ..SslConfig::default()
         };
         assert_eq!(
-            server_config(&jks_typed).unwrap_err().key,
+            server_config(&jks_typed, CLIENT_PREFIX).unwrap_err().key,
             "ssl.keyStore.type"
+        );
+        let err = client_config(&missing, QUORUM_PREFIX).unwrap_err();
+        assert_eq!(err.key, "ssl.quorum.keyStore.location");
+        assert!(
+            err.to_string().contains("/nonexistent/keel/key.pem"),
+            "{err}"
         );
     }
 }

@@ -42,13 +42,12 @@ use bytes::{Buf, Bytes, BytesMut};
 use parking_lot::Mutex;
 use tokio::io::AsyncReadExt;
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::AbortHandle;
 use tracing::{debug, info, warn};
 
-use super::link::{self, invalid, READ_CHUNK};
+use super::link::{self, invalid, PeerReader, PeerStream, PeerWriter, READ_CHUNK};
 use super::{Event, LinkInfo, Shared};
 use crate::zab::message::Message;
 use crate::zab::wire::election::{
@@ -67,7 +66,7 @@ const COMMANDS: usize = 4;
 pub(crate) enum Command {
     /// A connection the peer (the larger sid) opened and introduced: it replaces the
     /// link's connection, with the bytes read after the initial message.
-    Adopt(TcpStream, BytesMut),
+    Adopt(PeerStream, BytesMut),
     /// The peer (the smaller sid) dialed and was closed: dial it back.
     DialBack,
 }
@@ -75,7 +74,7 @@ pub(crate) enum Command {
 /// A connection a link carries, and the [`Target::version`] it belongs to: a
 /// connection made before the target last moved is closed.
 struct Conn {
-    stream: TcpStream,
+    stream: PeerStream,
     /// Bytes read after the initial message (an adopted connection).
     rest: BytesMut,
     version: u64,
@@ -186,7 +185,7 @@ impl Outbox {
         }
     }
 
-    fn adopt(&self, stream: TcpStream, rest: BytesMut) -> Conn {
+    fn adopt(&self, stream: PeerStream, rest: BytesMut) -> Conn {
         Conn {
             stream,
             rest,
@@ -238,15 +237,20 @@ pub(crate) fn send(shared: &Shared, to: Sid, msg: &Message) {
     }
 }
 
-/// Accepts election connections and sorts them by the tie-break.
+/// Accepts election connections and sorts them by the tie-break; a TLS handshake
+/// (sslQuorum) must be done within cnxTimeout.
 pub(crate) async fn listen(shared: Arc<Shared>, listener: TcpListener) {
-    link::listen(shared, listener, "election", introduce).await
+    let timeout = shared.params.cnx_timeout;
+    link::listen(shared, listener, "election", timeout, introduce).await
 }
 
 /// Reads an incoming connection's initial message (within cnxTimeout) and hands the
 /// connection to its link, or closes it and asks the link to dial back.
-async fn introduce(shared: Arc<Shared>, mut stream: TcpStream, addr: SocketAddr) -> io::Result<()> {
-    link::prepare(&stream)?;
+async fn introduce(
+    shared: Arc<Shared>,
+    mut stream: PeerStream,
+    addr: SocketAddr,
+) -> io::Result<()> {
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let read = async {
         loop {
@@ -368,7 +372,7 @@ async fn dial(shared: &Shared, peer: Sid, outbox: &Outbox) -> io::Result<Option<
             "no election address known",
         ));
     };
-    let mut stream = link::connect(&to.host, to.port, shared.params.cnx_timeout).await?;
+    let mut stream = link::connect(shared, &to.host, to.port, shared.params.cnx_timeout).await?;
     let me = {
         let me = shared.me.lock();
         ElectionAddress {
@@ -439,6 +443,12 @@ async fn run_link(
                         _ = tokio::time::sleep(params.cnx_timeout) => None,
                     }
                 }
+                // A refused TLS peer (sslQuorum: its certificate or ours) is worth a
+                // line each time; a member that is down is not.
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    warn!("election: connection to server.{peer} refused: {e}");
+                    None
+                }
                 Err(e) => {
                     debug!("election: cannot connect to server.{peer}: {e}");
                     None
@@ -492,7 +502,7 @@ async fn run_link(
 
 /// The next connection the listener adopts, skipping dial-back requests (already
 /// connected or connecting); `None` once the listener is gone.
-async fn wait_adopt(commands: &mut mpsc::Receiver<Command>) -> Option<(TcpStream, BytesMut)> {
+async fn wait_adopt(commands: &mut mpsc::Receiver<Command>) -> Option<(PeerStream, BytesMut)> {
     loop {
         match commands.recv().await? {
             Command::Adopt(s, rest) => return Some((s, rest)),
@@ -554,7 +564,7 @@ async fn run_connections(
 }
 
 /// Writes queued notifications, the last one first again if nothing newer waits.
-async fn write_frames(outbox: &Outbox, mut wr: OwnedWriteHalf) -> io::Result<()> {
+async fn write_frames(outbox: &Outbox, mut wr: PeerWriter) -> io::Result<()> {
     let resend = outbox
         .is_empty()
         .then(|| outbox.last.lock().clone())
@@ -588,7 +598,7 @@ async fn read_frames(
     shared: &Shared,
     peer: Sid,
     remote: SocketAddr,
-    mut rd: OwnedReadHalf,
+    mut rd: PeerReader,
     mut buf: BytesMut,
 ) -> io::Result<()> {
     loop {

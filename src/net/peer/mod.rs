@@ -15,7 +15,9 @@
 //!   either direction, each with a generation so a replaced or closed connection's
 //!   late bytes never reach the core; a learner of any sid but our own may connect.
 //! - [`link`]: what both ports share: connecting with a timeout, the batched writer,
-//!   socket options.
+//!   socket options, the stream (plain or TLS).
+//! - [`tls`]: TLS on both ports (`sslQuorum`, `portUnification`, the `ssl.quorum.*`
+//!   keys), mutual, with ZooKeeper's host check.
 //!
 //! Bounds: a quorum connection's outgoing queue holds at most
 //! [`PeerParams::queue_bytes`] (bytes, not messages: the core emits a whole DIFF, up to
@@ -37,6 +39,7 @@
 pub mod election;
 pub mod link;
 pub mod quorum;
+pub mod tls;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -97,6 +100,8 @@ pub struct PeerParams {
     /// 0 (the member runtime's choice with reconfig off, where no server can join): an
     /// unlisted sid is refused on both ports.
     pub unlisted_links: usize,
+    /// TLS on both ports (`sslQuorum`, `portUnification`); `None`: plaintext.
+    pub tls: Option<Arc<tls::PeerTls>>,
 }
 
 impl Default for PeerParams {
@@ -113,6 +118,7 @@ impl Default for PeerParams {
             reconnect_min: Duration::from_millis(100),
             reconnect_max: Duration::from_millis(5000),
             unlisted_links: 64,
+            tls: None,
         }
     }
 }

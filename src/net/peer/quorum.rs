@@ -26,12 +26,11 @@ use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::AsyncReadExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
-use super::link::{self, invalid, READ_CHUNK};
+use super::link::{self, invalid, PeerReader, PeerStream, PeerWriter, READ_CHUNK};
 use super::{Event, Shared};
 use crate::zab::message::Message;
 use crate::zab::wire::packet::QuorumPacket;
@@ -315,7 +314,7 @@ fn open(shared: &Arc<Shared>, to: Sid, msg: &Message) {
             mut close,
             ..
         } = installed;
-        let connect = link::connect(&host, port, s.params.quorum_connect_timeout);
+        let connect = link::connect(&s, &host, port, s.params.quorum_connect_timeout);
         let stream = tokio::select! {
             _ = &mut close => return,
             r = connect => r,
@@ -342,14 +341,15 @@ pub(crate) fn close(shared: &Shared, peer: Sid) {
     shared.quorum.lock().slots.remove(&peer);
 }
 
-/// Accepts quorum connections; each is known by its first packet.
+/// Accepts quorum connections; each is known by its first packet. A TLS handshake
+/// (sslQuorum) must be done within the quorum connect timeout (tickTime x initLimit).
 pub(crate) async fn listen(shared: Arc<Shared>, listener: TcpListener) {
-    link::listen(shared, listener, "quorum", accept).await
+    let timeout = shared.params.quorum_connect_timeout;
+    link::listen(shared, listener, "quorum", timeout, accept).await
 }
 
 /// Reads a learner's first packet, installs the connection under its sid and runs it.
-async fn accept(shared: Arc<Shared>, mut stream: TcpStream, addr: SocketAddr) -> io::Result<()> {
-    link::prepare(&stream)?;
+async fn accept(shared: Arc<Shared>, mut stream: PeerStream, addr: SocketAddr) -> io::Result<()> {
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let read = async {
         loop {
@@ -436,7 +436,7 @@ async fn run(
     shared: &Shared,
     peer: Sid,
     generation: u64,
-    stream: TcpStream,
+    stream: PeerStream,
     rest: BytesMut,
     mut rx: QueueRx,
     mut close: oneshot::Receiver<()>,
@@ -462,7 +462,7 @@ async fn run(
     let _ = shared.events.send(Event::Closed { peer, generation }).await;
 }
 
-async fn write_packets(mut wr: OwnedWriteHalf, rx: &mut QueueRx) -> io::Result<()> {
+async fn write_packets(mut wr: PeerWriter, rx: &mut QueueRx) -> io::Result<()> {
     while let Some(first) = rx.recv().await {
         link::write_batch(&mut wr, first, || rx.try_recv()).await?;
     }
@@ -478,7 +478,7 @@ async fn read_packets(
     shared: &Shared,
     peer: Sid,
     generation: u64,
-    mut rd: OwnedReadHalf,
+    mut rd: PeerReader,
     mut buf: BytesMut,
     counters: &LinkCounters,
 ) -> io::Result<()> {
