@@ -54,6 +54,22 @@ pub fn dynamic_text(qv: &QuorumVerifier, keep_version: bool) -> String {
     lines.join("\n")
 }
 
+/// `<zoo.cfg>.bak`.
+pub fn backup_file(config_file: &Path) -> PathBuf {
+    with_suffix(config_file, ".bak")
+}
+
+/// Copies zoo.cfg to `<zoo.cfg>.bak` (`QuorumPeerConfig.backupOldConfig`): an ensemble
+/// member with reconfig on whose zoo.cfg still holds the `server.N` lines (no
+/// `dynamicConfigFile`) keeps its original, since its first activated config rewrites
+/// zoo.cfg.
+///
+/// Errors: zoo.cfg cannot be read or the copy written.
+pub fn back_up_static(config_file: &Path) -> io::Result<()> {
+    let text = std::fs::read(config_file)?;
+    write_atomically(&backup_file(config_file), &text)
+}
+
 /// Writes `qv` as the last seen config (`<zoo.cfg>.dynamic.next`).
 ///
 /// Errors: the file cannot be written.
@@ -228,7 +244,12 @@ mod tests {
         std::fs::write(&cfg, "dataDir=/d\nserver.1=a:1:2\nserver.2=b:1:2\n").unwrap();
         write_next(&cfg, &qv()).unwrap();
         assert!(next_file(&cfg).exists());
+        back_up_static(&cfg).unwrap();
         write_activated(&cfg, &qv(), 1, 0x1_0000_0004).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(backup_file(&cfg)).unwrap(),
+            "dataDir=/d\nserver.1=a:1:2\nserver.2=b:1:2\n"
+        );
         let dynamic = versioned_file(&cfg, 0x1_0000_0004);
         assert!(dynamic.ends_with("zoo.cfg.dynamic.100000004"));
         assert_eq!(

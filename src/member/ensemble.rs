@@ -155,6 +155,13 @@ pub async fn run(
     let tls = client::tls_acceptor(&config)?;
     let peer_params = peer_params(&config)?;
     let admin = crate::admin::Endpoints::bind(&config).await?;
+    if let (Some(file), true, None) = (
+        &config.config_file,
+        config.reconfig_enabled,
+        &config.dynamic_config_file,
+    ) {
+        dynamic_config::back_up_static(file)?;
+    }
     let t0 = std::time::Instant::now();
     if crate::import::ensemble::needs_conversion(&config.data_dir) {
         convert_in_place(&config)?;
