@@ -26,7 +26,7 @@ import time
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError
 from kazoo.retry import KazooRetry
-from fourlw import mode  # noqa: E402
+from fourlw import four_letter, mode  # noqa: E402,F401 (four_letter: re-exported for the scripts that import it from here)
 
 MEMBERS = (1, 2, 3)
 
