@@ -36,9 +36,12 @@ EXACT = {
     "server_state", "peer_state", "synced_followers", "synced_non_voting_followers",
     "synced_observers", "pending_syncs", "learners", "quorum_size", "min_proposal_size",
     "max_proposal_size", "last_proposal_size", "znode_count", "ephemerals_count",
-    "num_alive_connections", "watch_count", "global_sessions", "outstanding_requests",
+    "num_alive_connections", "watch_count", "global_sessions",
     "local_sessions", "proposal_count",
 }
+# Not exact: outstanding_requests counts requests in flight at the moment of asking
+# (ZooKeeper's follower answered 1 once in CI, 2026-12-03, with the held sessions' pings
+# and reads going on), so it is compared by type.
 PROPOSAL_SIZES = {"min_proposal_size", "max_proposal_size", "last_proposal_size"}
 # keel's PROPOSALs carry no TxnDigest (an int version and a long digest, which
 # ZooKeeper 3.8 appends to each proposed txn): its proposal sizes are ZooKeeper's less
