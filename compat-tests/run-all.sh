@@ -58,6 +58,7 @@ suite console-browser bash "$HERE/console/run.sh"
 suite ensemble-readonly-differential bash "$HERE/ensemble/readonly.sh"
 suite ensemble-local-sessions-differential bash "$HERE/ensemble/local_sessions.sh"
 suite ensemble-quorum-tls bash "$HERE/ensemble/quorum_tls.sh"
+suite ensemble-quorum-sasl bash "$HERE/ensemble/quorum_sasl.sh"
 # The zkCli reconfig-session differential (issue 18 check b).
 suite reconfig-differential bash "$HERE/reconfig/run.sh" both
 # Grow 3 -> 5 -> 3 members under write load, one at a time (issue 18 check d).

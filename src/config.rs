@@ -551,6 +551,12 @@ pub struct Config {
     pub jaas_login_config: Option<String>,
     /// Client authentication: auth providers, SASL, enforcement.
     pub client_auth: ClientAuthConfig,
+    /// The `quorum.auth.*` keys: SASL between members ([`crate::sasl::quorum`]).
+    pub quorum_sasl: crate::sasl::quorum::QuorumSaslSettings,
+    /// The JAAS file of `java.security.auth.login.config` as [`Config::load_jaas`]
+    /// parsed it (`None`: no file), for the quorum SASL sections read when the
+    /// ensemble starts.
+    pub jaas: Option<crate::sasl::jaas::JaasConfig>,
     /// `maxClientCnxns`: connections allowed per client IP (60; 0 = unlimited).
     pub max_client_cnxns: u32,
     /// `minSessionTimeout` in ms; 2 x tickTime when not given or -1 (ZooKeeper's rule,
@@ -685,6 +691,8 @@ impl Default for Config {
             x509_super_user: None,
             jaas_login_config: None,
             client_auth: ClientAuthConfig::default(),
+            quorum_sasl: crate::sasl::quorum::QuorumSaslSettings::default(),
+            jaas: None,
             max_client_cnxns: 60,
             min_session_timeout_ms: ticks_ms(tick_time_ms, 2),
             max_session_timeout_ms: ticks_ms(tick_time_ms, 20),
@@ -737,9 +745,6 @@ pub const MAX_BUSY_POLL_US: u64 = 100_000;
 /// use; listed so their values are still checked the way ZooKeeper checks them.
 const ZK_BOOLEAN_KEYS: &[&str] = &[
     "syncEnabled",
-    "quorum.auth.enableSasl",
-    "quorum.auth.serverRequireSasl",
-    "quorum.auth.learnerRequireSasl",
     "jvm.pause.monitor",
     "multiAddress.enabled",
     "multiAddress.reachabilityCheckEnabled",
@@ -1057,6 +1062,7 @@ impl Config {
     /// ([`ClientAuthConfig::enforced_schemes`]).
     pub fn load_jaas(&mut self) -> Result<(), ConfigError> {
         self.client_auth.enforced_schemes()?;
+        self.quorum_sasl.check().map_err(ConfigError::invalid)?;
         let Some(path) = self.jaas_login_config.clone() else {
             return Ok(());
         };
@@ -1066,6 +1072,7 @@ impl Config {
         })?;
         let jaas = crate::sasl::jaas::JaasConfig::parse(&text)
             .map_err(|e| ConfigError::invalid(format!("{path}: {e}")))?;
+        self.jaas = Some(jaas.clone());
         let section = self
             .client_auth
             .sasl_login_context
@@ -1171,6 +1178,20 @@ impl Config {
             "standaloneEnabled" => self.standalone_enabled = parse_bool(value)?,
             "quorumListenOnAllIPs" => self.quorum_listen_on_all_ips = parse_bool(value)?,
             "sslQuorum" => self.ssl_quorum = parse_bool(value)?,
+            "quorum.auth.enableSasl" => self.quorum_sasl.enabled = parse_bool(value)?,
+            "quorum.auth.serverRequireSasl" => self.quorum_sasl.server_require = parse_bool(value)?,
+            "quorum.auth.learnerRequireSasl" => {
+                self.quorum_sasl.learner_require = parse_bool(value)?
+            }
+            "quorum.auth.learner.saslLoginContext" => {
+                self.quorum_sasl.learner_context = value.to_string()
+            }
+            "quorum.auth.server.saslLoginContext" => {
+                self.quorum_sasl.server_context = value.to_string()
+            }
+            "quorum.auth.kerberos.servicePrincipal" => {
+                self.quorum_sasl.service_principal = value.to_string()
+            }
             "portUnification" => self.port_unification = parse_bool(value)?,
             "sslQuorumReloadCertFiles" => self.ssl_quorum_reload_cert_files = parse_bool(value)?,
             "dynamicConfigFile" => self.dynamic_config_file = Some(parse_path(value)?),
@@ -1606,12 +1627,19 @@ pub(crate) fn read_properties(text: &str) -> Vec<(usize, String, String)> {
             continue;
         }
         let mut logical = String::from(first);
-        while ends_with_odd_backslashes(&logical) {
+        // Decided per physical line, as Java's LineReader (its backslash count starts
+        // again on each line): counting on the growing logical line instead rescans a
+        // run of backslashes carried over from earlier lines, quadratic in a long
+        // reconfig request.
+        let mut continues = ends_with_odd_backslashes(first);
+        while continues {
             logical.pop();
             match lines.next() {
                 Some((_, next)) => {
                     let next = next.strip_suffix('\r').unwrap_or(next);
-                    logical.push_str(next.trim_start_matches([' ', '\t', '\u{c}']));
+                    let next = next.trim_start_matches([' ', '\t', '\u{c}']);
+                    continues = ends_with_odd_backslashes(next);
+                    logical.push_str(next);
                 }
                 None => break,
             }

@@ -799,36 +799,34 @@ async fn hears_none_of(inbox: &mut PeerInbox, refused: &[Sid], window: Duration,
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn quorum_tls_links_trusted_members_and_refuses_the_others() {
-    logs();
-    let servers = servers(45800, 4);
-    let start = |sid: Sid, params: PeerParams| {
-        let servers = servers.clone();
-        async move {
-            PeerNet::start(sid, &servers, params)
-                .await
-                .unwrap_or_else(|e| panic!("server.{sid} cannot start: {e}"))
-        }
+/// Starts members 1-4 of `servers` with `params` (in sid order), then checks that 1 and
+/// 2 link while every pair with 3 or 4 is refused both ways for a few reconnect rounds
+/// (`what` names why, for the messages), and that the refusals cost 1-2 nothing.
+async fn only_members_1_and_2_link(
+    servers: Vec<ServerSpec>,
+    params: [PeerParams; 4],
+    what: &str,
+) -> Vec<(PeerNet, PeerInbox)> {
+    let mut members = Vec::new();
+    for (sid, p) in (1..).zip(params) {
+        let started = PeerNet::start(sid, &servers, p).await;
+        members.push(started.unwrap_or_else(|e| panic!("server.{sid} cannot start: {e}")));
+    }
+    let [(n1, in1), (n2, in2), (n3, in3), (n4, in4)] = &mut members[..] else {
+        unreachable!("four members");
     };
-    let (n1, mut in1) = start(1, tls_params("member")).await;
-    let (n2, mut in2) = start(2, tls_params("member")).await;
-    let (n3, mut in3) = start(3, tls_params("intruder")).await;
-    let (n4, mut in4) = start(4, params()).await;
     for _ in 0..2 {
         n1.send(2, vote(1));
         n2.send(1, vote(2));
-        both(heard(&mut in1, 2), heard(&mut in2, 1)).await;
+        both(heard(in1, 2), heard(in2, 1)).await;
     }
-    assert!(n1.election_link(2).is_some(), "1 and 2 linked over TLS");
-    // Every pair with 3 (untrusted CA) or 4 (plaintext) tries, in both directions, for
-    // a few reconnect rounds.
+    assert!(n1.election_link(2).is_some(), "1 and 2 linked ({what})");
     for _ in 0..3 {
-        for (net, me) in [(&n1, 1), (&n2, 2)] {
+        for (net, me) in [(&*n1, 1), (&*n2, 2)] {
             net.send(3, vote(me));
             net.send(4, vote(me));
         }
-        for (net, me) in [(&n3, 3), (&n4, 4)] {
+        for (net, me) in [(&*n3, 3), (&*n4, 4)] {
             net.send(1, vote(me));
             net.send(2, vote(me));
         }
@@ -836,21 +834,110 @@ async fn quorum_tls_links_trusted_members_and_refuses_the_others() {
     }
     let window = Duration::from_millis(1500);
     tokio::join!(
-        hears_none_of(&mut in1, &[3, 4], window, 1),
-        hears_none_of(&mut in2, &[3, 4], window, 2),
-        hears_none_of(&mut in3, &[1, 2], window, 3),
-        hears_none_of(&mut in4, &[1, 2], window, 4),
+        hears_none_of(in1, &[3, 4], window, 1),
+        hears_none_of(in2, &[3, 4], window, 2),
+        hears_none_of(in3, &[1, 2], window, 3),
+        hears_none_of(in4, &[1, 2], window, 4),
     );
-    for (net, me) in [(&n1, 1), (&n2, 2)] {
+    for (net, me) in [(&*n1, 1), (&*n2, 2)] {
         for other in [3, 4] {
             assert!(
                 net.election_link(other).is_none(),
-                "server.{me} has no connection up to refused server.{other}"
+                "server.{me} has no connection up to refused server.{other} ({what})"
             );
         }
     }
-    // The refusals cost the trusted pair nothing.
     n1.send(2, vote(1));
-    heard(&mut in2, 1).await;
+    heard(in2, 1).await;
     assert_eq!(n1.election_link(2).map(|l| l.connections), Some(1));
+    members
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_tls_links_trusted_members_and_refuses_the_others() {
+    logs();
+    // 3 presents an untrusted CA's certificate, 4 speaks plaintext.
+    let params = [
+        tls_params("member"),
+        tls_params("member"),
+        tls_params("intruder"),
+        params(),
+    ];
+    only_members_1_and_2_link(servers(45800, 4), params, "quorum TLS").await;
+}
+
+/// [`params`] with quorum SASL enabled and required both ways, logging in as user
+/// `test` with `password` (the server side knows `test` / `mypassword`).
+fn sasl_params(password: &str) -> PeerParams {
+    let jaas = keel::sasl::jaas::JaasConfig::parse(&format!(
+        "QuorumServer {{ org.apache.zookeeper.server.auth.DigestLoginModule required \
+         user_test=\"mypassword\"; }};\n\
+         QuorumLearner {{ org.apache.zookeeper.server.auth.DigestLoginModule required \
+         username=\"test\" password=\"{password}\"; }};"
+    ))
+    .unwrap();
+    let settings = keel::sasl::quorum::QuorumSaslSettings {
+        enabled: true,
+        server_require: true,
+        learner_require: true,
+        ..Default::default()
+    };
+    PeerParams {
+        sasl: Some(Arc::new(
+            keel::sasl::quorum::QuorumSasl::from_jaas(settings, &jaas).unwrap(),
+        )),
+        ..params()
+    }
+}
+
+/// Waits for a quorum message from `from`.
+async fn heard_on_quorum(inbox: &mut PeerInbox, from: Sid, within: Duration) -> bool {
+    tokio::time::timeout(within, async {
+        loop {
+            if let Input::Message {
+                from: f,
+                msg: Message::FollowerInfo { .. },
+            } = inbox.recv().await
+            {
+                if f == from {
+                    return;
+                }
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_sasl_links_members_with_credentials_and_refuses_the_others() {
+    logs();
+    // 3 logs in with a wrong password, 4 has no quorum SASL.
+    let params = [
+        sasl_params("mypassword"),
+        sasl_params("mypassword"),
+        sasl_params("wrong"),
+        params(),
+    ];
+    let mut members = only_members_1_and_2_link(servers(45850, 4), params, "quorum SASL").await;
+    let [(_, in1), (n2, _), (n3, _), (n4, _)] = &mut members[..] else {
+        unreachable!("four members");
+    };
+    // The quorum port: a learner with credentials reaches the leader's inbox with its
+    // FOLLOWERINFO; the wrong password's and the one without SASL do not.
+    let info = |sid| Message::FollowerInfo {
+        accepted_epoch: 0,
+        sid,
+        protocol_version: PROTOCOL_VERSION,
+        config_version: 0,
+    };
+    n3.send(1, info(3));
+    n4.send(1, info(4));
+    assert!(!heard_on_quorum(in1, 3, Duration::from_millis(1500)).await);
+    assert!(!heard_on_quorum(in1, 4, Duration::from_millis(500)).await);
+    n2.send(1, info(2));
+    assert!(
+        heard_on_quorum(in1, 2, Duration::from_secs(10)).await,
+        "server.2's FOLLOWERINFO reached server.1 after SASL"
+    );
 }

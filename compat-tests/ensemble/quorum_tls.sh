@@ -51,10 +51,6 @@ done
 export ENSEMBLE_TICK_MS=500
 
 rm -rf "$WORK"; mkdir -p "$CERTS"
-DIRS=()
-cleanup() { local d; for d in "${DIRS[@]}"; do stop_ensemble "$d"; done; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 make_certs() {
   cd "$CERTS" || return 1
@@ -99,90 +95,10 @@ member_tls_cfg() { # I
 }
 export ENSEMBLE_MEMBER_CFG=member_tls_cfg
 
-# Kazoo: `write PORT PATH DATA` creates PATH; `read PORT PATH` syncs and prints its data.
-kz() {
-  "$VENV/bin/python" - "$@" <<'PY' 2>/dev/null
-import sys
-from kazoo.client import KazooClient
-op, port, path = sys.argv[1:4]
-zk = KazooClient(hosts="127.0.0.1:" + port, timeout=10)
-zk.start(timeout=20)
-if op == "write":
-    zk.create(path, sys.argv[4].encode(), makepath=True)
-    print("written")
-else:
-    zk.sync(path)
-    print(zk.get(path)[0].decode())
-zk.stop()
-PY
-}
-replicates() { # FROM_PORT TO_PORT PATH
-  [ "$(kz write "$1" "$3" "via-$1")" = written ] && reads_back "$2" "$3" "via-$1"
-}
-reads_back() { # PORT PATH DATA
-  local got; got=$(kz read "$1" "$2")
-  [ "$got" = "$3" ] || { echo "  $2 on port $1: '$got', wanted '$3'" >&2; return 1; }
-}
+# shellcheck source=quorum_lib.sh
+source "$HERE/quorum_lib.sh"
 
-cport() { echo $(($1 + 10 * ($2 - 1) + 1)); }  # BASE I: member I's client port
-# The ports here lie in Linux's ephemeral range (32768-60999), so an outgoing connection
-# may hold one for a while: each ensemble takes BASE, or BASE+500 when one of BASE's
-# ports is in use.
-pick_base() { # BASE
-  local i p
-  for i in 1 2 3; do
-    for p in 1 2 3; do
-      if [ -n "$(ss -Htan "( sport = :$(($1 + 10 * (i - 1) + p)) )" 2>/dev/null)" ]; then
-        echo $(($1 + 500)); return
-      fi
-    done
-  done
-  echo "$1"
-}
-running() { # DIR: every member's process is alive
-  local i
-  for i in 1 2 3; do
-    kill -0 "$(cat "$1/m$i/pid")" 2>/dev/null || { tail -n 3 "$1/m$i/log" >&2; return 1; }
-  done
-}
-qport() { echo $(($1 + 10 * ($2 - 1) + 2)); }
-eport() { echo $(($1 + 10 * ($2 - 1) + 3)); }
-
-modes_of() { # DIR I... : the members' modes, sorted, space-separated
-  local dir=$1 i; shift
-  for i in "$@"; do member_mode "$(cat "$dir/m$i/port")"; done | sort | tr '\n' ' '
-}
-wait_modes() { # DIR WANT I...   (WANT: "follower leader ")
-  local dir=$1 want=$2; shift 2
-  for _ in $(seq 150); do [ "$(modes_of "$dir" "$@")" = "$want" ] && return 0; sleep 0.2; done
-  echo "  modes of members $*: '$(modes_of "$dir" "$@")', wanted '$want'" >&2
-  return 1
-}
-# member 3 serves nobody for 4 s (it is LOOKING, refused by the others)
-stays_out() { # DIR
-  for _ in $(seq 8); do [ -z "$(member_mode "$(cat "$1/m3/port")")" ] || return 1; sleep 0.5; done
-}
-logged() { # FILE... -- PATTERN : some file has a line matching PATTERN
-  local files=() f
-  while [ "$1" != -- ]; do files+=("$1"); shift; done
-  for _ in $(seq 20); do
-    for f in "${files[@]}"; do grep -qE "$2" "$f" 2>/dev/null && return 0; done
-    sleep 0.25
-  done
-  echo "  no line matching '$2' in ${files[*]}" >&2
-  return 1
-}
-restart_member() { # DIR I   (a new zoo.cfg from the QTLS_* settings, same dataDir)
-  local dir=$1 i=$2 m=$1/m$2
-  kill "$(cat "$m/pid")" 2>/dev/null
-  for _ in $(seq 50); do kill -0 "$(cat "$m/pid")" 2>/dev/null || break; sleep 0.1; done
-  kill -9 "$(cat "$m/pid")" 2>/dev/null
-  sed -i '/^sslQuorum=\|^portUnification=\|^ssl\.quorum\./d' "$m/zoo.cfg"
-  member_tls_cfg "$i" >> "$m/zoo.cfg"
-  mv "$m/log" "$m/log.$(date +%s%N)"
-  setsid "$(cat "$m/cmd")" "$m/zoo.cfg" >"$m/log" 2>&1 &
-  echo $! > "$m/pid"
-}
+RESTART_DROP='^sslQuorum=\|^portUnification=\|^ssl\.quorum\.'  # restart_member (quorum_lib.sh) rewrites these lines
 
 # s_client (TLS 1.2, ZooKeeper's default) to PORT; with the member certificate when
 # $2 = cert. Succeeds when the TLS handshake completes and the member's certificate
@@ -281,11 +197,7 @@ mixed() { # LABEL KINDS BASE ZK_MEMBER KEEL_MEMBER
   local dir=$WORK/$1 b
   b=$(pick_base "$3")
   DIRS+=("$dir")
-  check "3: $2 with sslQuorum on every member forms" start_ensemble "$2" "$dir" "$b"
-  check "3: $2: a write via ZooKeeper (member $4) reads back on keel (member $5)" \
-    replicates "$(cport "$b" "$4")" "$(cport "$b" "$5")" "/qtls-$1-zk"
-  check "3: $2: a write via keel (member $5) reads back on ZooKeeper (member $4)" \
-    replicates "$(cport "$b" "$5")" "$(cport "$b" "$4")" "/qtls-$1-keel"
+  mixed_forms 3 "$2" "$dir" "$b" "$4" "$5" sslQuorum "/qtls-$1"
   check "3: $2: the keel member logs TLS connections accepted" \
     logged "$dir/m$5/log" -- 'accepted TLS connection from'
   stop_ensemble "$dir"

@@ -171,7 +171,13 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    std::fs::File::open(dir)?.sync_all()
+    // A directory that cannot be synced (some file systems refuse fsync on a directory)
+    // is logged, not fatal: the rename has happened, and failing here would stop the
+    // steps after it (the `.next` file's removal) with the new file already in place.
+    if let Err(e) = std::fs::File::open(dir).and_then(|d| d.sync_all()) {
+        tracing::warn!(dir = %dir.display(), error = %e, "config rewrite: directory fsync failed; the rename may not survive a crash");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

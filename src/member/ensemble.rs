@@ -85,6 +85,17 @@ fn zxid_distance(from: Zxid, to: Zxid) -> Option<u64> {
 /// `portUnification` on.
 fn peer_params(config: &Config) -> std::io::Result<PeerParams> {
     let tls = PeerTls::from_config(config).map_err(std::io::Error::other)?;
+    // Both JAAS sections are read whenever quorum SASL is on (SaslQuorumAuthServer and
+    // SaslQuorumAuthLearner are both built then): a missing one stops start-up.
+    let sasl = if config.quorum_sasl.enabled {
+        let empty = crate::sasl::jaas::JaasConfig::default();
+        let jaas = config.jaas.as_ref().unwrap_or(&empty);
+        let q = crate::sasl::quorum::QuorumSasl::from_jaas(config.quorum_sasl.clone(), jaas)
+            .map_err(|e| std::io::Error::other(format!("quorum.auth.enableSasl: {e}")))?;
+        Some(std::sync::Arc::new(q))
+    } else {
+        None
+    };
     Ok(PeerParams {
         cnx_timeout: Duration::from_millis(u64::from(config.cnx_timeout_ms)),
         quorum_connect_timeout: Duration::from_millis(
@@ -99,6 +110,7 @@ fn peer_params(config: &Config) -> std::io::Result<PeerParams> {
             0
         },
         tls,
+        sasl,
         ..PeerParams::default()
     })
 }

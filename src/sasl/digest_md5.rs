@@ -22,6 +22,38 @@ pub const PROTOCOL: &str = "zookeeper";
 /// The server name ZooKeeper passes for DIGEST-MD5 (`SecurityUtils.createSaslServer`),
 /// which Java's DIGEST-MD5 server also offers as its only realm.
 pub const SERVER_NAME: &str = "zk-sasl-md5";
+/// The names a DIGEST-MD5 exchange runs under: the protocol and server name given to
+/// `Sasl.createSaslServer` / `createSaslClient` (the realm offered is the server name,
+/// the digest-uri `protocol/server name`), and whether an authzid other than the user
+/// is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Names {
+    /// The protocol (service) name.
+    pub protocol: &'static str,
+    /// The server name, also the only realm offered.
+    pub server_name: &'static str,
+    /// Refuse a response whose authzid differs from its username (ZooKeeper's
+    /// SaslQuorumServerCallbackHandler: authenticationID must equal authorizationID);
+    /// the client handler authorizes every user under its own name.
+    pub authzid_must_match: bool,
+}
+
+/// Client SASL (op 102): `zookeeper` / `zk-sasl-md5` (SecurityUtils.createSaslServer).
+pub const CLIENT_NAMES: Names = Names {
+    protocol: PROTOCOL,
+    server_name: SERVER_NAME,
+    authzid_must_match: false,
+};
+
+/// Quorum SASL between members: `zookeeper-quorum` / `zk-quorum-sasl-md5`
+/// (QuorumAuth.QUORUM_SERVER_PROTOCOL_NAME, QUORUM_SERVER_SASL_DIGEST; ZAB-WIRE.md
+/// "Quorum SASL").
+pub const QUORUM_NAMES: Names = Names {
+    protocol: "zookeeper-quorum",
+    server_name: "zk-quorum-sasl-md5",
+    authzid_must_match: true,
+};
+
 /// Longest token Java's DigestMD5Server evaluates (`MAX_RESPONSE_LENGTH`), bytes.
 pub const MAX_RESPONSE_LENGTH: usize = 4096;
 /// Random bytes in a nonce (Java's `RAW_NONCE_SIZE`); base64, 40 characters on the wire.
@@ -45,6 +77,15 @@ pub enum DigestError {
     UnknownUser(String, String),
     #[error("DIGEST-MD5: digest response format violation. Mismatched response.")]
     MismatchedResponse,
+    #[error("DIGEST-MD5: {0} is not authorized to act as {1}")]
+    NotAuthorized(String, String),
+    /// Client side: the server's challenge cannot be answered.
+    #[error("DIGEST-MD5: {0}")]
+    BadChallenge(String),
+    /// Client side: the server's rspauth is not the one this password gives: the
+    /// server does not know the password (or is not the server it claims).
+    #[error("DIGEST-MD5: mismatched response-auth")]
+    MismatchedResponseAuth,
 }
 
 /// What a successful [`DigestMd5Server::evaluate`] gives the client.
@@ -76,6 +117,7 @@ enum State {
 pub struct DigestMd5Server {
     state: State,
     nonce: String,
+    names: Names,
 }
 
 /// The directives of a digest-response this server reads (RFC 2831 2.1.2).
@@ -98,9 +140,15 @@ impl DigestMd5Server {
     /// random bytes, 40 base64 characters). `random` must be fresh per connection: it
     /// is what makes a recorded response useless on another connection.
     pub fn new(random: [u8; RAW_NONCE_SIZE]) -> Self {
+        Self::with_names(random, CLIENT_NAMES)
+    }
+
+    /// As [`DigestMd5Server::new`], under `names` ([`QUORUM_NAMES`] between members).
+    pub fn with_names(random: [u8; RAW_NONCE_SIZE], names: Names) -> Self {
         DigestMd5Server {
             state: State::Start,
             nonce: base64::engine::general_purpose::STANDARD.encode(random),
+            names,
         }
     }
 
@@ -143,8 +191,8 @@ impl DigestMd5Server {
     /// qop offered, is the default (Java writes qop only for other settings).
     fn challenge(&self) -> Vec<u8> {
         format!(
-            "realm=\"{SERVER_NAME}\",nonce=\"{}\",charset=utf-8,algorithm=md5-sess",
-            self.nonce
+            "realm=\"{}\",nonce=\"{}\",charset=utf-8,algorithm=md5-sess",
+            self.names.server_name, self.nonce
         )
         .into_bytes()
     }
@@ -161,7 +209,7 @@ impl DigestMd5Server {
         }
         let username = r.username.ok_or_else(|| format("Missing username."))?;
         let realm = r.realm.unwrap_or_default();
-        if realm != SERVER_NAME {
+        if realm != self.names.server_name {
             return Err(DigestError::Format(format!("Nonexistent realm: {realm}")));
         }
         let nonce = r.nonce.ok_or_else(|| format("Missing nonce."))?;
@@ -181,7 +229,7 @@ impl DigestMd5Server {
         if qop != "auth" {
             return Err(DigestError::Format(format!("Invalid QOP: {qop}")));
         }
-        let expected_uri = format!("{PROTOCOL}/{SERVER_NAME}");
+        let expected_uri = format!("{}/{}", self.names.protocol, self.names.server_name);
         let digest_uri = r
             .digest_uri
             .filter(|u| u.eq_ignore_ascii_case(&expected_uri))
@@ -202,6 +250,11 @@ impl DigestMd5Server {
         };
         if response.as_bytes() != parts.response_value("AUTHENTICATE").as_bytes() {
             return Err(DigestError::MismatchedResponse);
+        }
+        if let Some(authzid) = r.authzid.as_deref() {
+            if self.names.authzid_must_match && authzid != username {
+                return Err(DigestError::NotAuthorized(username, authzid.to_string()));
+            }
         }
         let token = format!("rspauth={}", parts.response_value("")).into_bytes();
         Ok(Step::Complete {
@@ -231,6 +284,131 @@ pub(crate) fn client_response(user: &str, passwd: &str, nonce: &str, cnonce: &st
          maxbuf=65536,response={},qop=auth",
         parts.response_value("AUTHENTICATE")
     )
+}
+
+/// One connection's DIGEST-MD5 exchange, client side (RFC 2831 2.1.2), as Java's
+/// `DigestMD5Client` runs it for ZooKeeper's quorum learner: no initial response; the
+/// digest-challenge is answered with a digest-response for qop `auth` (charset utf-8
+/// when offered, the first realm offered, no authzid); the server's rspauth is then
+/// checked, which completes the exchange. Sans-I/O: the cnonce comes from randomness
+/// the caller passes in.
+#[derive(Debug, Clone)]
+pub struct DigestMd5Client {
+    names: Names,
+    username: String,
+    password: String,
+    cnonce: String,
+    /// The rspauth the server must send, once the digest-response went out.
+    expected_rspauth: Option<String>,
+    complete: bool,
+}
+
+impl DigestMd5Client {
+    /// A client for `username` / `password` under `names`; `random` makes the cnonce
+    /// (30 bytes, base64, as Java's).
+    pub fn new(names: Names, username: &str, password: &str, random: [u8; RAW_NONCE_SIZE]) -> Self {
+        DigestMd5Client {
+            names,
+            username: username.to_string(),
+            password: password.to_string(),
+            cnonce: base64::engine::general_purpose::STANDARD.encode(random),
+            expected_rspauth: None,
+            complete: false,
+        }
+    }
+
+    /// Whether the server's rspauth was checked.
+    pub fn is_complete(&self) -> bool {
+        self.complete
+    }
+
+    /// Evaluates the server's next token: the digest-challenge gives `Some(response)`;
+    /// the `rspauth=...` after it gives `None` and completes the exchange.
+    ///
+    /// Errors: [`DigestError::BadChallenge`] for a challenge without a nonce, with an
+    /// algorithm other than md5-sess or without qop `auth`, or a token after
+    /// completion; [`DigestError::MismatchedResponseAuth`] for a wrong rspauth.
+    pub fn evaluate(&mut self, token: &[u8]) -> Result<Option<Vec<u8>>, DigestError> {
+        let bad = |what: &str| DigestError::BadChallenge(what.to_string());
+        if self.complete {
+            return Err(bad("token after completion"));
+        }
+        if let Some(expected) = self.expected_rspauth.take() {
+            let directives = parse_directives(token)?;
+            let got = directives
+                .iter()
+                .find(|(k, _)| k == "rspauth")
+                .map(|(_, v)| v.as_str());
+            if got != Some(expected.as_str()) {
+                return Err(DigestError::MismatchedResponseAuth);
+            }
+            self.complete = true;
+            return Ok(None);
+        }
+        if token.len() > MAX_RESPONSE_LENGTH {
+            return Err(bad("challenge too long"));
+        }
+        let directives = parse_directives(token)?;
+        let first = |key: &str| {
+            directives
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone())
+        };
+        let nonce = first("nonce").ok_or_else(|| bad("challenge without a nonce"))?;
+        if !first("algorithm").is_some_and(|a| a.eq_ignore_ascii_case("md5-sess")) {
+            return Err(bad("challenge without algorithm=md5-sess"));
+        }
+        if let Some(qops) = first("qop") {
+            if !qops.split(',').any(|q| q.trim() == "auth") {
+                return Err(bad("qop auth not offered"));
+            }
+        }
+        let realm = first("realm");
+        let digest_uri = format!("{}/{}", self.names.protocol, self.names.server_name);
+        let parts = Parts {
+            username: &self.username,
+            realm: realm.as_deref().unwrap_or(""),
+            passwd: &self.password,
+            nonce: &nonce,
+            cnonce: &self.cnonce,
+            authzid: None,
+            qop: "auth",
+            digest_uri: &digest_uri,
+        };
+        let mut out = String::new();
+        if first("charset").is_some_and(|c| c.eq_ignore_ascii_case("utf-8")) {
+            out.push_str("charset=utf-8,");
+        }
+        let _ = write!(out, "username={}", quoted(&self.username));
+        if let Some(realm) = &realm {
+            let _ = write!(out, ",realm={}", quoted(realm));
+        }
+        let _ = write!(
+            out,
+            ",nonce={},nc=00000001,cnonce={},digest-uri={},maxbuf=65536,response={},qop=auth",
+            quoted(&nonce),
+            quoted(&self.cnonce),
+            quoted(&digest_uri),
+            parts.response_value("AUTHENTICATE")
+        );
+        self.expected_rspauth = Some(parts.response_value(""));
+        Ok(Some(out.into_bytes()))
+    }
+}
+
+/// A quoted-string (RFC 2831 1.2): `"` and `\` escaped with a backslash.
+fn quoted(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 2);
+    out.push('"');
+    for c in value.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
 }
 
 /// What the response-value is computed from (RFC 2831 2.1.2.1).
@@ -300,14 +478,40 @@ fn hex(bytes: &[u8]) -> String {
 /// case-insensitive; unknown ones are ignored; a known one twice is an error (realm
 /// included: the response carries one realm).
 fn parse_response(token: &[u8]) -> Result<Response, DigestError> {
+    let mut r = Response::default();
+    for (key, value) in parse_directives(token)? {
+        let slot = match key.as_str() {
+            "username" => &mut r.username,
+            "realm" => &mut r.realm,
+            "nonce" => &mut r.nonce,
+            "cnonce" => &mut r.cnonce,
+            "nc" => &mut r.nc,
+            "qop" => &mut r.qop,
+            "digest-uri" => &mut r.digest_uri,
+            "response" => &mut r.response,
+            "charset" => &mut r.charset,
+            "authzid" => &mut r.authzid,
+            _ => continue,
+        };
+        if slot.is_some() {
+            return Err(DigestError::Duplicate(key));
+        }
+        *slot = Some(value);
+    }
+    Ok(r)
+}
+
+/// Splits a DIGEST-MD5 token into its `(lower-case key, unquoted value)` directives in
+/// order (the `#rule` of RFC 2831 1.2, see [`parse_response`]).
+fn parse_directives(token: &[u8]) -> Result<Vec<(String, String)>, DigestError> {
     let text = std::str::from_utf8(token)
         .map_err(|_| DigestError::Format("response is not UTF-8".to_string()))?;
-    let mut r = Response::default();
+    let mut out = Vec::new();
     let mut rest = text;
     loop {
         rest = rest.trim_start_matches([' ', '\t', '\r', '\n', ',']);
         if rest.is_empty() {
-            return Ok(r);
+            return Ok(out);
         }
         let eq = rest
             .find('=')
@@ -347,23 +551,7 @@ fn parse_response(token: &[u8]) -> Result<Response, DigestError> {
             value = rest[..end].trim().to_string();
             rest = &rest[end..];
         }
-        let slot = match key.as_str() {
-            "username" => &mut r.username,
-            "realm" => &mut r.realm,
-            "nonce" => &mut r.nonce,
-            "cnonce" => &mut r.cnonce,
-            "nc" => &mut r.nc,
-            "qop" => &mut r.qop,
-            "digest-uri" => &mut r.digest_uri,
-            "response" => &mut r.response,
-            "charset" => &mut r.charset,
-            "authzid" => &mut r.authzid,
-            _ => continue,
-        };
-        if slot.is_some() {
-            return Err(DigestError::Duplicate(key));
-        }
-        *slot = Some(value);
+        out.push((key, value));
     }
 }
 
@@ -413,6 +601,102 @@ mod tests {
                 "realm=\"zk-sasl-md5\",nonce=\"{}\",charset=utf-8,algorithm=md5-sess",
                 "A".repeat(40)
             )
+        );
+    }
+
+    #[test]
+    fn client_answers_the_rfc2831_example() {
+        // RFC 2831 section 4's IMAP example, played by the client side.
+        let names = Names {
+            protocol: "imap",
+            server_name: "elwood.innosoft.com",
+            authzid_must_match: false,
+        };
+        let mut c = DigestMd5Client::new(names, "chris", "secret", [0; RAW_NONCE_SIZE]);
+        c.cnonce = "OA6MHXh6VqTrRk".into();
+        let response = c
+            .evaluate(
+                b"realm=\"elwood.innosoft.com\",nonce=\"OA6MG9tEQGm2hh\",qop=\"auth\",\
+                  algorithm=md5-sess,charset=utf-8",
+            )
+            .unwrap()
+            .unwrap();
+        let response = String::from_utf8(response).unwrap();
+        assert!(
+            response.contains("response=d388dad90d4bbd760a152321f2143af7"),
+            "{response}"
+        );
+        assert!(response.contains("digest-uri=\"imap/elwood.innosoft.com\""));
+        assert!(!c.is_complete());
+        assert_eq!(
+            c.clone()
+                .evaluate(b"rspauth=00000000000000000000000000000000"),
+            Err(DigestError::MismatchedResponseAuth)
+        );
+        assert_eq!(
+            c.evaluate(b"rspauth=ea40f60335c427b5527b84dbabcdfffd"),
+            Ok(None)
+        );
+        assert!(c.is_complete());
+        assert!(c.evaluate(b"").is_err(), "nothing after completion");
+    }
+
+    #[test]
+    fn quorum_client_and_server_complete_and_refuse_a_wrong_password() {
+        let quorum_users = |u: &str| (u == "test").then(|| "mypassword".to_string());
+        let run = |password: &str| {
+            let mut server = DigestMd5Server::with_names([3; RAW_NONCE_SIZE], QUORUM_NAMES);
+            let mut client =
+                DigestMd5Client::new(QUORUM_NAMES, "test", password, [4; RAW_NONCE_SIZE]);
+            let Ok(Step::Challenge(challenge)) = server.evaluate(b"", quorum_users) else {
+                panic!("no challenge");
+            };
+            assert!(String::from_utf8_lossy(&challenge).contains("realm=\"zk-quorum-sasl-md5\""));
+            let response = client.evaluate(&challenge).unwrap().unwrap();
+            let step = server.evaluate(&response, quorum_users)?;
+            let Step::Complete {
+                token,
+                authorization_id,
+            } = step
+            else {
+                panic!("not complete");
+            };
+            assert_eq!(authorization_id, "test");
+            assert_eq!(client.evaluate(&token), Ok(None));
+            assert!(client.is_complete());
+            Ok::<_, DigestError>(())
+        };
+        assert_eq!(run("mypassword"), Ok(()));
+        assert_eq!(run("wrong"), Err(DigestError::MismatchedResponse));
+    }
+
+    #[test]
+    fn quorum_server_refuses_another_authzid() {
+        let mut s = DigestMd5Server::with_names([5; RAW_NONCE_SIZE], QUORUM_NAMES);
+        assert!(matches!(s.evaluate(b"", users), Ok(Step::Challenge(_))));
+        let nonce = s.nonce().to_string();
+        let parts = Parts {
+            username: "jaasuser",
+            realm: "zk-quorum-sasl-md5",
+            passwd: "jaas_password",
+            nonce: &nonce,
+            cnonce: "c",
+            authzid: Some("other"),
+            qop: "auth",
+            digest_uri: "zookeeper-quorum/zk-quorum-sasl-md5",
+        };
+        let resp = format!(
+            "username=\"jaasuser\",realm=\"zk-quorum-sasl-md5\",nonce=\"{nonce}\",nc=00000001,\
+             cnonce=\"c\",digest-uri=\"zookeeper-quorum/zk-quorum-sasl-md5\",authzid=\"other\",\
+             response={},qop=auth",
+            parts.response_value("AUTHENTICATE")
+        );
+        assert_eq!(
+            s.evaluate(resp.as_bytes(), users),
+            Err(DigestError::NotAuthorized(
+                "jaasuser".into(),
+                "other".into()
+            ))
         );
     }
 

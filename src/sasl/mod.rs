@@ -8,6 +8,7 @@
 pub mod digest_md5;
 pub mod gssapi;
 pub mod jaas;
+pub mod quorum;
 
 use std::collections::HashMap;
 

@@ -450,6 +450,29 @@ mod tests {
         assert!(s.sessions.get(id).is_none());
     }
 
+    #[test]
+    fn without_upgrading_an_ephemeral_container_or_ttl_create_is_session_expired() {
+        // checkUpgradeSession (EPHEMERALONLOCALSESSION) looks at create and create2;
+        // createContainer and createTTL with an ephemeral mode reach checkGlobalSession.
+        for (opcode, ttl_ms) in [(op::CREATE_CONTAINER, None), (op::CREATE_TTL, None)] {
+            let mut s = member(LEADER, false);
+            connect(&mut s);
+            let Request::Create(mut c) = create("/e", 1) else {
+                unreachable!()
+            };
+            c.opcode = opcode;
+            c.ttl_ms = ttl_ms;
+            send(&mut s, 1, opcode, Request::Create(c));
+            let t = txns(&mut s);
+            assert_eq!(t.len(), 1, "{t:?}");
+            assert!(
+                matches!(t[0].op, TxnOp::Error(ErrorCode::SessionExpired)),
+                "opcode {opcode}: {:?}",
+                t[0].op
+            );
+        }
+    }
+
     fn multi_with_an_ephemeral() -> Request {
         let Request::Create(p) = create("/mp", 0) else {
             unreachable!()

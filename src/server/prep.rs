@@ -119,6 +119,8 @@ impl<'a> Prep<'a> {
     /// EPHEMERALONLOCALSESSION (the exception its LeaderRequestProcessor attached);
     /// a learner's local session SESSIONEXPIRED (`checkGlobalSession`). In a multi
     /// that is the failing op's code, the others RolledBack/RuntimeInconsistency.
+    /// EPHEMERALONLOCALSESSION applies to create and create2 only; other create
+    /// opcodes get SESSIONEXPIRED (see [`Prep::create`]).
     pub fn refuse_ephemerals(&mut self, code: ErrorCode) {
         self.ephemeral_refusal = Some(code);
     }
@@ -280,6 +282,14 @@ impl<'a> Prep<'a> {
             return Err(ErrorCode::BadArguments);
         }
         if let (true, Some(code)) = (mode.is_ephemeral(), self.ephemeral_refusal) {
+            // ZooKeeper's checkUpgradeSession (the EPHEMERALONLOCALSESSION) looks at
+            // create and create2 only; an ephemeral-flagged createContainer or createTTL
+            // of a local session reaches checkGlobalSession: SESSIONEXPIRED.
+            if code == ErrorCode::EphemeralOnLocalSession
+                && !matches!(c.opcode, op::CREATE | op::CREATE2)
+            {
+                return Err(ErrorCode::SessionExpired);
+            }
             return Err(code);
         }
         if c.opcode == op::CREATE_TTL && !mode.is_ttl() {

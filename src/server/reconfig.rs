@@ -721,6 +721,12 @@ mod tests {
             "{}",
             qv.text()
         );
+        // 260,000 continued lines (`\\\` pieces, each a line ending in an odd run of
+        // backslashes): one logical line, read in one pass (was 30 s, rescanning the
+        // growing backslash run per line), then refused as a malformed member.
+        let mut text = String::from("server.1=127.0.0.1:3012:3013,server.2=");
+        text.push_str(&"\\\\\\,".repeat(260_000));
+        assert_eq!(run(&whole(&text)), Err(ErrorCode::BadArguments));
         // 60,000 distinct keys: read, then refused as too long for a notification.
         let text: Vec<String> = (1..=60_000u32)
             .map(|i| format!("server.{i}=127.0.0.1:{}:{}", i % 60_000 + 1, 3023))

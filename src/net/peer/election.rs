@@ -281,6 +281,21 @@ async fn introduce(
     if decision == Incoming::OwnSid {
         return Err(invalid("the initiator has this member's own sid"));
     }
+    if let Some(sasl) = shared.params.sasl.clone() {
+        // QuorumCnxManager.handleConnection authenticates before the tie-break.
+        let timeout = shared.params.cnx_timeout;
+        match super::quorum_auth::serve(&sasl, &mut stream, &mut buf, timeout, addr).await {
+            Ok(_) => {}
+            // A smaller sid that does not authenticate closes right after its initial
+            // message; it only wants the dial-back (where this member is the one that
+            // authenticates), so that goes ahead when SASL is not required.
+            Err(e)
+                if e.kind() == io::ErrorKind::UnexpectedEof
+                    && decision == Incoming::CloseAndConnectBack
+                    && !sasl.settings.server_require => {}
+            Err(e) => return Err(e),
+        }
+    }
     let outbox = link_for(&shared, sid, hello.addresses.first(), addr)?;
     match decision {
         Incoming::Keep => {
@@ -384,10 +399,23 @@ async fn dial(shared: &Shared, peer: Sid, outbox: &Outbox) -> io::Result<Option<
         .encode()
         .map_err(invalid)?;
     stream.write_all(&hello).await?;
+    let mut rest = BytesMut::new();
+    if let Some(sasl) = &shared.params.sasl {
+        // QuorumCnxManager.startConnection authenticates before the tie-break too.
+        let who = format!("server.{peer} at {}:{}", to.host, to.port);
+        super::quorum_auth::learn(
+            sasl,
+            &mut stream,
+            &mut rest,
+            shared.params.cnx_timeout,
+            &who,
+        )
+        .await?;
+    }
     if initiator_keeps(shared.my_sid, peer) {
         Ok(Some(Conn {
             stream,
-            rest: BytesMut::new(),
+            rest,
             version,
         }))
     } else {

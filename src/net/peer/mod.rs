@@ -39,6 +39,7 @@
 pub mod election;
 pub mod link;
 pub mod quorum;
+pub mod quorum_auth;
 pub mod tls;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -102,6 +103,9 @@ pub struct PeerParams {
     pub unlisted_links: usize,
     /// TLS on both ports (`sslQuorum`, `portUnification`); `None`: plaintext.
     pub tls: Option<Arc<tls::PeerTls>>,
+    /// Quorum SASL on both ports (`quorum.auth.enableSasl`, [`quorum_auth`]); `None`:
+    /// off (no auth packet is sent or looked for).
+    pub sasl: Option<Arc<crate::sasl::quorum::QuorumSasl>>,
 }
 
 impl Default for PeerParams {
@@ -119,6 +123,7 @@ impl Default for PeerParams {
             reconnect_max: Duration::from_millis(5000),
             unlisted_links: 64,
             tls: None,
+            sasl: None,
         }
     }
 }

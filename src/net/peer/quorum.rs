@@ -319,8 +319,23 @@ fn open(shared: &Arc<Shared>, to: Sid, msg: &Message) {
             _ = &mut close => return,
             r = connect => r,
         };
+        let mut rest = BytesMut::new();
+        let stream = match (stream, &s.params.sasl) {
+            (Ok(mut stream), Some(sasl)) => {
+                // Learner.connectToLeader authenticates before FOLLOWERINFO.
+                let who = format!("server.{to} at {host}:{port}");
+                let timeout = s.params.quorum_connect_timeout;
+                let learn = super::quorum_auth::learn(sasl, &mut stream, &mut rest, timeout, &who);
+                let done = tokio::select! {
+                    _ = &mut close => return,
+                    r = learn => r,
+                };
+                done.map(|()| stream)
+            }
+            (stream, _) => stream,
+        };
         match stream {
-            Ok(stream) => run(&s, to, generation, stream, BytesMut::new(), rx, close).await,
+            Ok(stream) => run(&s, to, generation, stream, rest, rx, close).await,
             Err(e) => {
                 info!("quorum: cannot connect to server.{to} at {host}:{port}: {e}");
                 let _ = s
@@ -351,6 +366,11 @@ pub(crate) async fn listen(shared: Arc<Shared>, listener: TcpListener) {
 /// Reads a learner's first packet, installs the connection under its sid and runs it.
 async fn accept(shared: Arc<Shared>, mut stream: PeerStream, addr: SocketAddr) -> io::Result<()> {
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    if let Some(sasl) = &shared.params.sasl {
+        // LearnerHandler.run authenticates before reading the first packet.
+        let timeout = shared.params.quorum_connect_timeout;
+        super::quorum_auth::serve(sasl, &mut stream, &mut buf, timeout, addr).await?;
+    }
     let read = async {
         loop {
             if let Some((p, used)) = QuorumPacket::decode(&buf, shared.limits).map_err(invalid)? {
