@@ -309,9 +309,19 @@ async fn links_of_unlisted_sids_that_went_away_make_room_for_new_ones() {
         closed_by_member(&mut refused, DEADLINE).await,
         "a third unlisted sid is refused while both are connected"
     );
-    // Both go away; once cnxTimeout has passed their links are dropped for newcomers.
+    // Both go away after holding their links longer than cnxTimeout. Right after, a
+    // newcomer is still refused: the grace counts from the disconnect (the holders may
+    // be reconnecting), not from the link's start.
+    tokio::time::sleep(Duration::from_millis(600)).await;
     drop(held10);
     drop(held11);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut early = introduce(port, 12, 3).await;
+    assert!(
+        closed_by_member(&mut early, DEADLINE).await,
+        "a newcomer right after the holders left is refused"
+    );
+    // Once cnxTimeout has passed since, their links are dropped for newcomers.
     tokio::time::sleep(Duration::from_millis(600)).await;
     let _s12 = introduce(port, 12, 4).await;
     heard(&mut a_in, 12, 4, "a newcomer after the others left").await;

@@ -93,9 +93,6 @@ struct Target {
 pub(crate) struct Link {
     pub(crate) outbox: Arc<Outbox>,
     task: AbortHandle,
-    /// When it started: a link of a sid without a server line may be evicted only once
-    /// it had its chance to connect.
-    started: Instant,
 }
 
 impl Link {
@@ -104,11 +101,7 @@ impl Link {
         let (outbox, commands) = Outbox::new(address);
         let outbox = Arc::new(outbox);
         let task = shared.spawn(run_link(shared.clone(), peer, outbox.clone(), commands));
-        Link {
-            outbox,
-            task,
-            started: Instant::now(),
-        }
+        Link { outbox, task }
     }
 
     /// Ends the link: its task, its connection, its queued notification.
@@ -125,6 +118,10 @@ pub(crate) struct Outbox {
     ready: Notify,
     commands: mpsc::Sender<Command>,
     connected: Mutex<Option<(SocketAddr, SocketAddr)>>,
+    /// Since when no connection is up (the link's start, or its last connection's
+    /// end): a link of a sid without a server line may be evicted only once it had
+    /// cnxTimeout to connect (again).
+    idle_since: Mutex<Instant>,
     connections: AtomicU64,
     target: Mutex<Target>,
     /// Woken when a server line moves `target`.
@@ -142,6 +139,7 @@ impl Outbox {
             ready: Notify::new(),
             commands,
             connected: Mutex::new(None),
+            idle_since: Mutex::new(Instant::now()),
             connections: AtomicU64::new(0),
             target: Mutex::new(Target {
                 address,
@@ -340,18 +338,21 @@ fn link_for(
         return Ok(link.outbox.clone());
     }
     if peers.unlisted() >= shared.params.unlisted_links {
-        // Make room by dropping the oldest such link that is not connected and has had
-        // cnxTimeout to connect (a sid that introduced itself once and went away);
-        // without one, the newcomer is refused, so the links stay bounded.
+        // Make room by dropping the link idle longest among those with no connection
+        // for cnxTimeout and none handed to them (a sid that introduced itself once and
+        // went away; not one whose connection just broke, or whose new one waits in its
+        // command queue); without one, the newcomer is refused, so the links stay
+        // bounded.
         let idle = peers
             .links
             .iter()
             .filter(|(s, l)| {
                 !peers.members.contains_key(s)
                     && l.outbox.connected.lock().is_none()
-                    && l.started.elapsed() >= shared.params.cnx_timeout
+                    && l.outbox.commands.capacity() == COMMANDS
+                    && l.outbox.idle_since.lock().elapsed() >= shared.params.cnx_timeout
             })
-            .min_by_key(|(_, l)| l.started)
+            .min_by_key(|(_, l)| *l.outbox.idle_since.lock())
             .map(|(s, _)| *s);
         let Some(idle) = idle else {
             return Err(invalid(format!(
@@ -584,6 +585,7 @@ async fn run_connections(
             }
         };
         *outbox.connected.lock() = None;
+        *outbox.idle_since.lock() = Instant::now();
         match next {
             Ok(c) => conn = c,
             Err(end) => return end,
