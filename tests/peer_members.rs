@@ -427,9 +427,9 @@ async fn a_member_whose_own_line_moves_listens_at_the_new_ports() {
         election_port: spec(base, 2).election_port + 10,
         ..spec(base, 2)
     });
-    a.set_own_line(&moved).expect("the new ports bind");
+    a.set_own_line(&moved).await.expect("the new ports bind");
     let old_election = spec(base, 2).election_port;
-    // The old listeners close once their aborted tasks are dropped, a moment later.
+    // The old listeners are closed by the time the move returns.
     assert!(
         refused(old_election).await,
         "the old election port is closed"
@@ -452,5 +452,54 @@ async fn a_member_whose_own_line_moves_listens_at_the_new_ports() {
     b.send(2, vote(1, 3));
     heard(&mut a_in, 1, 3, "server.1 at the new election port").await;
     // Moving to where it already is changes nothing.
-    a.set_own_line(&moved).expect("no change");
+    a.set_own_line(&moved).await.expect("no change");
+
+    // The two ports swapped: each new port is one the member holds, so the old
+    // listeners close first; both then serve at their new ports.
+    let swapped = ServerLine::from(&ServerSpec {
+        quorum_port: moved.election_port,
+        election_port: moved.quorum_port,
+        ..spec(base, 2)
+    });
+    a.set_own_line(&swapped).await.expect("swapped ports bind");
+    let _v = introduce(swapped.election_port, 8, 4).await;
+    heard(&mut a_in, 8, 4, "a vote on the swapped election port").await;
+    let _l = learner(swapped.quorum_port, 1).await;
+    received(
+        &mut a_in,
+        1,
+        "FOLLOWERINFO on the swapped quorum port",
+        |m| matches!(m, Message::FollowerInfo { sid: 1, .. }),
+    )
+    .await;
+
+    // Rotated onto a port another socket holds: the move fails, and both ports listen
+    // where they were again.
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", base + 19)).expect("squat");
+    let blocked = ServerLine::from(&ServerSpec {
+        election_port: swapped.quorum_port,
+        quorum_port: base + 19,
+        ..spec(base, 2)
+    });
+    assert!(
+        a.set_own_line(&blocked).await.is_err(),
+        "a port held by another socket does not bind"
+    );
+    let _v = introduce(swapped.election_port, 7, 5).await;
+    heard(
+        &mut a_in,
+        7,
+        5,
+        "the election port listens again after the failed move",
+    )
+    .await;
+    let _l = learner(swapped.quorum_port, 1).await;
+    received(
+        &mut a_in,
+        1,
+        "the quorum port listens again after the failed move",
+        |m| matches!(m, Message::FollowerInfo { sid: 1, .. }),
+    )
+    .await;
+    drop(squatter);
 }

@@ -252,7 +252,7 @@ pub async fn run(
         client_move,
     };
     // A last seen config recovered from the log may name members zoo.cfg does not.
-    core.follow_members();
+    core.follow_members().await;
     let core_config = config.clone();
     let core_task = tokio::spawn(async move {
         core.run(
@@ -516,10 +516,10 @@ impl EnsembleCore {
     /// activates a config, `QuorumPeer.processReconfig`). The client port moves only
     /// when a later config changes the line's client address: at start the port is
     /// where zoo.cfg put it.
-    fn follow_members(&mut self) {
+    async fn follow_members(&mut self) {
         let me = self.peers.my_sid();
         if let Some(line) = self.replica.peer().quorum_config().server(me).cloned() {
-            if let Err(e) = self.peers.set_own_line(&line) {
+            if let Err(e) = self.peers.set_own_line(&line).await {
                 tracing::error!(error = %e, "this member's new peer address does not bind; the old one stays");
             }
             let before = self.own_client.replace(line.client.clone());
@@ -626,7 +626,7 @@ impl EnsembleCore {
                         tracing::error!(error = %e, "writing the .dynamic.next file failed");
                     }
                 }
-                self.follow_members();
+                self.follow_members().await;
                 return true;
             }
             Action::ConfigActivated { config } => {
@@ -642,7 +642,7 @@ impl EnsembleCore {
                         tracing::error!(error = %e, "writing the dynamic config file failed");
                     }
                 }
-                self.follow_members();
+                self.follow_members().await;
                 return true;
             }
             other => {

@@ -218,8 +218,61 @@ impl Shared {
 /// The accept tasks of the two peer ports.
 #[derive(Default)]
 struct Listeners {
-    election: Option<AbortHandle>,
-    quorum: Option<AbortHandle>,
+    election: Option<tokio::task::JoinHandle<()>>,
+    quorum: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Listeners {
+    fn slot(&mut self, port: Port) -> &mut Option<tokio::task::JoinHandle<()>> {
+        match port {
+            Port::Election => &mut self.election,
+            Port::Quorum => &mut self.quorum,
+        }
+    }
+}
+
+/// One of the two peer ports of this member.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Port {
+    Election,
+    Quorum,
+}
+
+impl Port {
+    fn name(self) -> &'static str {
+        match self {
+            Port::Election => "election",
+            Port::Quorum => "quorum",
+        }
+    }
+
+    fn of(self, m: &Member) -> u16 {
+        match self {
+            Port::Election => m.election_port,
+            Port::Quorum => m.quorum_port,
+        }
+    }
+
+    /// Starts this port's accept task on `listener` (a plain tokio task, not one of
+    /// the shared set: moving a port must be able to wait for the old one to close).
+    fn listen(
+        self,
+        shared: &Arc<Shared>,
+        listener: tokio::net::TcpListener,
+    ) -> tokio::task::JoinHandle<()> {
+        match self {
+            Port::Election => tokio::spawn(election::listen(shared.clone(), listener)),
+            Port::Quorum => tokio::spawn(quorum::listen(shared.clone(), listener)),
+        }
+    }
+}
+
+/// Stops an accept task and waits until it is gone, its socket closed with it.
+async fn close_listener(task: Option<tokio::task::JoinHandle<()>>) {
+    if let Some(task) = task {
+        task.abort();
+        let _ = task.await;
+    }
 }
 
 /// Binds `host:port` now, for a port this member listens on (the wildcard with
@@ -321,8 +374,8 @@ impl PeerNet {
             tasks: Mutex::new(JoinSet::new()),
         });
         *shared.listeners.lock() = Listeners {
-            election: Some(shared.spawn(election::listen(shared.clone(), election_listener))),
-            quorum: Some(shared.spawn(quorum::listen(shared.clone(), quorum_listener))),
+            election: Some(Port::Election.listen(&shared, election_listener)),
+            quorum: Some(Port::Quorum.listen(&shared, quorum_listener)),
         };
         let net = PeerNet { shared };
         net.set_members(&lines);
@@ -408,9 +461,14 @@ impl PeerNet {
     /// (`QuorumPeer.processReconfig`: a new election address restarts leader election,
     /// and the quorum port is bound again by the next `Leader`).
     ///
-    /// Errors: a new address does not bind; the old port stays open then (the member
+    /// A new port this member already listens on (the two ports swapped or rotated, or
+    /// the same port under another spelling of the host) cannot be bound while the old
+    /// listener holds it: then the moving ports are closed first (and waited for), and
+    /// listen at their old addresses again if the new ones do not bind.
+    ///
+    /// Errors: a new address does not bind; the old ports are open then (the member
     /// keeps serving where it was, as it would after a failed restart).
-    pub fn set_own_line(&self, line: &ServerLine) -> io::Result<()> {
+    pub async fn set_own_line(&self, line: &ServerLine) -> io::Result<()> {
         let shared = &self.shared;
         let next = member_of(line);
         let now = shared.me.lock().clone();
@@ -419,31 +477,56 @@ impl PeerNet {
         }
         let p = &shared.params;
         let host_moved = bind_host(p, &next.host) != bind_host(p, &now.host);
-        let election = (host_moved || next.election_port != now.election_port)
-            .then(|| bind_now(p, &next.host, next.election_port))
-            .transpose()?;
-        let quorum = (host_moved || next.quorum_port != now.quorum_port)
-            .then(|| bind_now(p, &next.host, next.quorum_port))
-            .transpose()?;
-        let mut listeners = shared.listeners.lock();
-        let replace = |slot: &mut Option<AbortHandle>, task: AbortHandle, port: u16, name: &str| {
-            info!("{name}: this member now listens on {}:{port}", next.host);
-            if let Some(old) = slot.replace(task) {
-                old.abort();
+        let moving: Vec<Port> = [Port::Election, Port::Quorum]
+            .into_iter()
+            .filter(|port| host_moved || port.of(&next) != port.of(&now))
+            .collect();
+        let held = |port: u16| port == now.election_port || port == now.quorum_port;
+        let close_first = moving.iter().any(|port| held(port.of(&next)));
+        if close_first {
+            let old: Vec<_> = {
+                let mut l = shared.listeners.lock();
+                moving.iter().map(|&port| l.slot(port).take()).collect()
+            };
+            for task in old {
+                close_listener(task).await;
             }
-        };
-        if let Some(l) = election {
-            let task = shared.spawn(election::listen(shared.clone(), l));
-            replace(
-                &mut listeners.election,
-                task,
-                next.election_port,
-                "election",
-            );
         }
-        if let Some(l) = quorum {
-            let task = shared.spawn(quorum::listen(shared.clone(), l));
-            replace(&mut listeners.quorum, task, next.quorum_port, "quorum");
+        let mut bound = Vec::new();
+        for &port in &moving {
+            match bind_now(p, &next.host, port.of(&next)) {
+                Ok(listener) => bound.push((port, listener)),
+                Err(e) if close_first => {
+                    drop(bound);
+                    for &port in &moving {
+                        match bind_now(p, &now.host, port.of(&now)) {
+                            Ok(listener) => {
+                                let task = port.listen(shared, listener);
+                                *shared.listeners.lock().slot(port) = Some(task);
+                            }
+                            Err(e) => tracing::error!(
+                                "{}: cannot listen at {}:{} again either: {e}",
+                                port.name(),
+                                now.host,
+                                port.of(&now)
+                            ),
+                        }
+                    }
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        for (port, listener) in bound {
+            info!(
+                "{}: this member now listens on {}:{}",
+                port.name(),
+                next.host,
+                port.of(&next)
+            );
+            let task = port.listen(shared, listener);
+            let old = shared.listeners.lock().slot(port).replace(task);
+            close_listener(old).await;
         }
         *shared.me.lock() = next;
         Ok(())
@@ -498,6 +581,13 @@ impl Drop for PeerNet {
         // The tasks hold the shared state; aborting them ends every socket and lets it
         // go.
         self.shared.tasks.lock().abort_all();
+        let mut listeners = self.shared.listeners.lock();
+        for port in [Port::Election, Port::Quorum] {
+            if let Some(task) = listeners.slot(port).take() {
+                task.abort();
+            }
+        }
+        drop(listeners);
         self.shared.quorum.lock().clear();
     }
 }
