@@ -162,6 +162,33 @@ fn main() -> ExitCode {
     {
         keel::net::gss::Acceptor::prepare(login);
     }
+    // Quorum SASL with Kerberos: the learner's keytab, and the server's (the Kerberos
+    // library takes one acceptor keytab per process: the client SASL one, if any, must
+    // be the same file).
+    if let (true, Some(jaas)) = (config.quorum_sasl.enabled, config.jaas.as_ref()) {
+        if let Ok(q) = keel::sasl::quorum::QuorumSasl::from_jaas(config.quorum_sasl.clone(), jaas) {
+            if let Some(login) = &q.learner_kerberos {
+                keel::net::gss::Initiator::prepare(login);
+            }
+            if let Some(login) = &q.server_kerberos {
+                let client_keytab = config
+                    .client_auth
+                    .sasl_server
+                    .as_ref()
+                    .and_then(|s| s.kerberos.as_ref())
+                    .map(|k| k.keytab.clone());
+                if let Some(other) = client_keytab.filter(|k| *k != login.keytab) {
+                    eprintln!(
+                        "keel: JAAS section '{}': keyTab {:?} differs from the client SASL \
+                         section's {:?}; keel takes one acceptor keytab per process",
+                        config.quorum_sasl.server_context, login.keytab, other
+                    );
+                    std::process::exit(1);
+                }
+                keel::net::gss::Acceptor::prepare(login);
+            }
+        }
+    }
     // The level: RUST_LOG, else zoo.cfg's keel.logLevel, else -Dzookeeper.root.logger
     // (as an argument or in SERVER_JVMFLAGS), else info.
     let jvm_flags = std::env::var("SERVER_JVMFLAGS").unwrap_or_default();

@@ -167,7 +167,7 @@ refuses() { # RC PATTERN CFG_LINES...   keel exits RC within 10 s (2: a zoo.cfg 
 printf '%s\n' 'QuorumServer { org.apache.zookeeper.server.auth.DigestLoginModule required user_test="p"; };' \
   > "$WORK/server-only.jaas"
 printf '%s\n' 'QuorumServer { com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true; };' \
-  'QuorumLearner { com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true; };' > "$WORK/krb.jaas"
+  'QuorumLearner { com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true; };' > "$WORK/krb-noprincipal.jaas"
 check "6: serverRequireSasl without enableSasl stops start-up, naming both keys" \
   refuses 2 'quorum.auth.enableSasl is disabled, so cannot enable quorum.auth.serverRequireSasl' \
   quorum.auth.serverRequireSasl=true quorum.auth.learnerRequireSasl=true
@@ -177,9 +177,75 @@ check "6: serverRequireSasl without learnerRequireSasl stops start-up, naming bo
 check "6: a JAAS file without the QuorumLearner section stops start-up, naming it" \
   refuses 1 "section 'QuorumLearner' could not be found" quorum.auth.enableSasl=true \
   "java.security.auth.login.config=$WORK/server-only.jaas"
-check "6: a Kerberos quorum section stops start-up (GSSAPI between members not built)" \
-  refuses 1 "JAAS section 'QuorumLearner': Kerberos \(GSSAPI\)" quorum.auth.enableSasl=true \
-  "java.security.auth.login.config=$WORK/krb.jaas"
+check "6: a Kerberos QuorumLearner section without a principal stops start-up, naming it" \
+  refuses 1 "JAAS section 'QuorumLearner': the Krb5LoginModule entry names no principal" \
+  quorum.auth.enableSasl=true "java.security.auth.login.config=$WORK/krb-noprincipal.jaas"
+
+# ------------------------------------------------ 7: Kerberos (GSSAPI) between members
+# A throw-away KDC (sasl/kdc.sh); one keytab holds the service principal every member
+# accepts with (zkquorum/localhost, quorum.auth.kerberos.servicePrincipal's default) and
+# the learner principal each member logs in with (learner/127.0.0.1: its host is the
+# server lines' host, which the server side checks); a second learner principal names
+# a host the server lines do not (learner/10.9.9.9).
+# shellcheck source=../sasl/kdc.sh
+source "$HERE/../sasl/kdc.sh"
+KDC=$WORK/kdc
+krb_jaas() { # FILE LEARNER_PRINCIPAL
+  cat > "$1" <<EOF
+QuorumServer {
+       com.sun.security.auth.module.Krb5LoginModule required
+       useKeyTab=true keyTab="$KDC/quorum.keytab" storeKey=true useTicketCache=false
+       principal="zkquorum/localhost@KEEL.TEST";
+};
+QuorumLearner {
+       com.sun.security.auth.module.Krb5LoginModule required
+       useKeyTab=true keyTab="$KDC/quorum.keytab" storeKey=true useTicketCache=false
+       principal="$2";
+};
+EOF
+}
+kdc_ready() {
+  start_kdc "$KDC" $((BASE + 990)) KEEL.TEST &&
+    kdc_principal "$KDC" zkquorum/localhost "$KDC/quorum.keytab" &&
+    kdc_principal "$KDC" learner/127.0.0.1 "$KDC/quorum.keytab" &&
+    kdc_principal "$KDC" learner/10.9.9.9 "$KDC/quorum.keytab" &&
+    krb_jaas "$WORK/krb.jaas" learner/127.0.0.1@KEEL.TEST &&
+    krb_jaas "$WORK/krb-elsewhere.jaas" learner/10.9.9.9@KEEL.TEST
+}
+check "7: a KDC with the quorum service and learner principals" kdc_ready
+KEEL_KRB_SERVED='quorum SASL: learner 127\.0\.0\.1:[0-9]+ authenticated as learner/127\.0\.0\.1@KEEL\.TEST'
+K=$WORK/keel-krb; DIRS+=("$K"); b=$(pick_base $((BASE + 600)))
+QSASL_JAAS_1=krb QSASL_JAAS_2=krb QSASL_JAAS_3=krb
+check "7: keel x3 with Kerberos quorum SASL required forms" start_ensemble keel "$K" "$b"
+check "7: a write on member 2 reads back on member 3" replicates "$(cport "$b" 2)" "$(cport "$b" 3)" /qsasl-k
+for i in 1 2 3; do
+  check "7: member $i logs Kerberos learners it authenticated" logged "$K/m$i/log" -- "$KEEL_KRB_SERVED"
+done
+QSASL_JAAS_3=krb-elsewhere; restart_member "$K" 3
+check "7: member 3 with a learner principal of another host does not join" stays_out "$K"
+check "7: its refusal is logged (not authorized to connect)" \
+  logged "$K/m1/log" "$K/m2/log" -- 'learner/10\.9\.9\.9@KEEL\.TEST is not authorized to connect'
+QSASL_JAAS_3=krb; restart_member "$K" 3
+check "7: member 3 with its own host's principal joins" wait_modes "$K" "follower follower leader " 1 2 3
+stop_ensemble "$K"
+# Mixed with ZooKeeper 3.8, every member on Kerberos (ZooKeeper takes the JAAS file
+# and the KDC's krb5.conf as JVM flags).
+krb_mixed() { # LABEL KINDS BASE ZK_MEMBER KEEL_MEMBER
+  local dir=$WORK/$1 b
+  b=$(pick_base "$3")
+  DIRS+=("$dir")
+  ZK_JVMFLAGS="-Djava.security.auth.login.config=$WORK/krb.jaas -Djava.security.krb5.conf=$KRB5_CONFIG" \
+    mixed_forms 7 "$2" "$dir" "$b" "$4" "$5" "Kerberos quorum SASL required" "/qsasl-$1"
+  check "7: $2: ZooKeeper (member $4) authenticated Kerberos learners" \
+    logged "$dir/m$4/log" -- "$ZK_SERVED"
+  check "7: $2: keel (member $5) authenticated Kerberos learners" \
+    logged "$dir/m$5/log" -- "$KEEL_KRB_SERVED"
+  stop_ensemble "$dir"
+}
+krb_mixed krb-keel-leads zk,keel,keel $((BASE + 700)) 1 2
+krb_mixed krb-zk-leads keel,zk,zk $((BASE + 800)) 3 1
+unset QSASL_JAAS_1 QSASL_JAAS_2 QSASL_JAAS_3
+stop_kdc "$KDC"
 
 echo "quorum-sasl: $passed passed, $failed failed"
 for f in "${failures[@]}"; do echo "  failed: $f"; done

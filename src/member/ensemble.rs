@@ -96,6 +96,33 @@ fn peer_params(config: &Config) -> std::io::Result<PeerParams> {
     } else {
         None
     };
+    // The Kerberos logins of the quorum sections, once (ZooKeeper's Login at start-up).
+    let kerberos = match &sasl {
+        Some(q) if q.learner_kerberos.is_some() || q.server_kerberos.is_some() => {
+            let login_failed = |section: &str, e: String| {
+                std::io::Error::other(format!(
+                    "quorum.auth.enableSasl: Kerberos login of JAAS section '{section}' failed: {e}"
+                ))
+            };
+            let initiator = q
+                .learner_kerberos
+                .as_ref()
+                .map(crate::net::gss::Initiator::acquire)
+                .transpose()
+                .map_err(|e| login_failed(&q.settings.learner_context, e))?;
+            let acceptor = q
+                .server_kerberos
+                .as_ref()
+                .map(crate::net::gss::Acceptor::acquire)
+                .transpose()
+                .map_err(|e| login_failed(&q.settings.server_context, e))?;
+            Some(std::sync::Arc::new(crate::net::gss::QuorumKerberos {
+                initiator,
+                acceptor,
+            }))
+        }
+        _ => None,
+    };
     Ok(PeerParams {
         cnx_timeout: Duration::from_millis(u64::from(config.cnx_timeout_ms)),
         quorum_connect_timeout: Duration::from_millis(
@@ -111,6 +138,7 @@ fn peer_params(config: &Config) -> std::io::Result<PeerParams> {
         },
         tls,
         sasl,
+        kerberos,
         ..PeerParams::default()
     })
 }

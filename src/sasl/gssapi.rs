@@ -167,6 +167,88 @@ impl<C: SecurityContext> GssapiServer<C> {
     }
 }
 
+/// The Kerberos library calls the client side needs, on one connection's initiator
+/// context (its real implementation is `net::gss`). Errors are the library's messages.
+pub trait InitiatorContext {
+    /// gss_init_sec_context on the server's `token` (empty the first time): the token
+    /// to send, if any.
+    fn init(&mut self, token: &[u8]) -> Result<Option<Vec<u8>>, String>;
+    /// Whether the context is established (after the last [`InitiatorContext::init`]).
+    fn is_established(&self) -> bool;
+    /// gss_wrap with integrity only.
+    fn wrap(&mut self, message: &[u8]) -> Result<Vec<u8>, String>;
+    /// gss_unwrap.
+    fn unwrap(&mut self, token: &[u8]) -> Result<Vec<u8>, String>;
+}
+
+/// One connection's GSSAPI exchange, client side (RFC 4752 3.1), as Java's
+/// `GssKrb5Client` runs it for ZooKeeper's quorum learner: an initial response (the
+/// context's first token); the server's tokens go to the context until it is
+/// established (then an empty token answers, as Java's client sends); the server's
+/// wrapped security layer offer is answered wrapped with no security layer, a
+/// maximum size of 0 and `authzid` (Java's client names its own principal).
+pub struct GssapiClient<C> {
+    context: C,
+    authzid: String,
+    /// The context is established: the next server token is the offer.
+    established: bool,
+    complete: bool,
+}
+
+impl<C: InitiatorContext> GssapiClient<C> {
+    /// A new exchange on a fresh initiator context, asking to act as `authzid`.
+    pub fn new(context: C, authzid: &str) -> Self {
+        GssapiClient {
+            context,
+            authzid: authzid.to_string(),
+            established: false,
+            complete: false,
+        }
+    }
+
+    /// Whether the answer to the offer went out.
+    pub fn is_complete(&self) -> bool {
+        self.complete
+    }
+
+    /// The initial response: the context's first token.
+    ///
+    /// Errors: the library's (no ticket for the server's principal, no credential).
+    pub fn initial_response(&mut self) -> Result<Vec<u8>, GssapiError> {
+        let out = self.context.init(&[]).map_err(GssapiError::Kerberos)?;
+        self.established = self.context.is_established();
+        Ok(out.unwrap_or_default())
+    }
+
+    /// Evaluates the server's next token: the token to send back.
+    ///
+    /// Errors: the library's; an offer without the no-layer bit
+    /// ([`GssapiError::UnsupportedLayer`]) or shorter than 4 bytes; a token after
+    /// completion ([`GssapiError::IllegalState`]).
+    pub fn evaluate(&mut self, token: &[u8]) -> Result<Vec<u8>, GssapiError> {
+        if self.complete {
+            return Err(GssapiError::IllegalState);
+        }
+        if !self.established {
+            let out = self.context.init(token).map_err(GssapiError::Kerberos)?;
+            self.established = self.context.is_established();
+            return Ok(out.unwrap_or_default());
+        }
+        let offer = self.context.unwrap(token).map_err(GssapiError::Kerberos)?;
+        if offer.len() < 4 {
+            return Err(GssapiError::ShortLayerAnswer(offer.len()));
+        }
+        if offer[0] & LAYER_NONE == 0 {
+            return Err(GssapiError::UnsupportedLayer(offer[0]));
+        }
+        let mut answer = vec![LAYER_NONE, 0, 0, 0];
+        answer.extend_from_slice(self.authzid.as_bytes());
+        let wrapped = self.context.wrap(&answer).map_err(GssapiError::Kerberos)?;
+        self.complete = true;
+        Ok(wrapped)
+    }
+}
+
 /// The parts of a Kerberos principal `service/host@REALM` (ZooKeeper's KerberosName).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KerberosName<'a> {
@@ -271,6 +353,18 @@ pub fn default_realm(krb5_conf: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// The fakes' "wrap": a `W` prefix.
+    fn fake_wrap(message: &[u8]) -> Vec<u8> {
+        [b"W".as_slice(), message].concat()
+    }
+
+    fn fake_unwrap(token: &[u8]) -> Result<Vec<u8>, String> {
+        token
+            .strip_prefix(b"W")
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| "Defective token".into())
+    }
+
     /// A context that "wraps" by prefixing `W` and establishes after `rounds` tokens,
     /// answering each with `rounds_left` in one byte (the last one with `final_token`).
     struct Fake {
@@ -298,13 +392,10 @@ mod tests {
             Ok("client@KEEL.TEST".into())
         }
         fn wrap(&mut self, message: &[u8]) -> Result<Vec<u8>, String> {
-            Ok([b"W".as_slice(), message].concat())
+            Ok(fake_wrap(message))
         }
         fn unwrap(&mut self, token: &[u8]) -> Result<Vec<u8>, String> {
-            token
-                .strip_prefix(b"W")
-                .map(<[u8]>::to_vec)
-                .ok_or_else(|| "Defective token".into())
+            fake_unwrap(token)
         }
     }
 
@@ -317,6 +408,63 @@ mod tests {
     }
 
     const OFFER: [u8; 5] = [b'W', 1, 0x01, 0x00, 0x00];
+
+    /// An initiator that sends "ap-req", is established by "ap-rep", wraps as [`Fake`].
+    struct FakeInitiator {
+        established: bool,
+    }
+
+    impl InitiatorContext for FakeInitiator {
+        fn init(&mut self, token: &[u8]) -> Result<Option<Vec<u8>>, String> {
+            match token {
+                b"" => Ok(Some(b"ap-req".to_vec())),
+                b"ap-rep" => {
+                    self.established = true;
+                    Ok(None)
+                }
+                _ => Err("Defective token".into()),
+            }
+        }
+        fn is_established(&self) -> bool {
+            self.established
+        }
+        fn wrap(&mut self, message: &[u8]) -> Result<Vec<u8>, String> {
+            Ok(fake_wrap(message))
+        }
+        fn unwrap(&mut self, token: &[u8]) -> Result<Vec<u8>, String> {
+            fake_unwrap(token)
+        }
+    }
+
+    #[test]
+    fn client_and_server_complete_with_mutual_authentication() {
+        let mut c = GssapiClient::new(FakeInitiator { established: false }, "learner/h@KEEL.TEST");
+        let mut s = server(1, Some(b"ap-rep"));
+        let mut token = c.initial_response().unwrap();
+        assert_eq!(token, b"ap-req");
+        let outcome = loop {
+            match s.evaluate(&token).unwrap() {
+                Step::Challenge(challenge) => token = c.evaluate(&challenge).unwrap(),
+                done @ Step::Complete { .. } => break done,
+            }
+        };
+        assert!(c.is_complete());
+        assert_eq!(
+            outcome,
+            Step::Complete {
+                authentication_id: "client@KEEL.TEST".into(),
+                authorization_id: "learner/h@KEEL.TEST".into(),
+            }
+        );
+        assert_eq!(c.evaluate(b""), Err(GssapiError::IllegalState));
+        // An offer without the no-layer bit is refused.
+        let mut c = GssapiClient::new(FakeInitiator { established: true }, "x");
+        c.established = true;
+        assert_eq!(
+            c.evaluate(&[b'W', 4, 0, 0, 0]),
+            Err(GssapiError::UnsupportedLayer(4))
+        );
+    }
 
     #[test]
     fn mutual_authentication_waits_for_an_empty_token_then_offers() {

@@ -16,6 +16,7 @@
 
 use super::digest_md5::MAX_RESPONSE_LENGTH;
 use super::jaas::JaasConfig;
+use super::{Krb5Login, SaslServerConfig};
 
 /// The first field of every QuorumAuthPacket (QuorumAuth.QUORUM_AUTH_MAGIC_NUMBER,
 /// Java's `-0xa0dbcafecafe1234L`, bytes `5F 24 35 01 35 01 ED CC`: ZooKeeper's comment
@@ -213,17 +214,23 @@ pub struct QuorumSasl {
     pub learner_password: String,
     /// The server section's `user_NAME="password"` entries.
     pub server_credentials: std::collections::HashMap<String, String>,
+    /// The learner section logs in with Kerberos (a Krb5LoginModule entry): the
+    /// learner runs GSSAPI instead of DIGEST-MD5 (ZooKeeper's SecurityUtils picks
+    /// GSSAPI for a subject with a Kerberos principal).
+    pub learner_kerberos: Option<Krb5Login>,
+    /// The server section logs in with Kerberos: the server side runs GSSAPI.
+    pub server_kerberos: Option<Krb5Login>,
 }
 
 impl QuorumSasl {
     /// Reads both sections from the JAAS file, as SaslQuorumAuthServer and
-    /// SaslQuorumAuthLearner do when `quorum.auth.enableSasl` is on.
+    /// SaslQuorumAuthLearner do when `quorum.auth.enableSasl` is on. A section with a
+    /// Krb5LoginModule entry logs in with Kerberos (its `principal` and `keyTab`).
     ///
     /// Errors (the text names the section): a section that is missing ("SASL-
     /// authentication failed because the specified JAAS configuration section ... could
-    /// not be found", ZooKeeper's words); a Krb5LoginModule section (GSSAPI between
-    /// members is not built yet: refused at start rather than run without it); a
-    /// learner section without `username` and `password`.
+    /// not be found", ZooKeeper's words); a DIGEST-MD5 learner section without
+    /// `username` and `password`; a Kerberos learner section without `principal`.
     pub fn from_jaas(
         settings: QuorumSaslSettings,
         jaas: &JaasConfig,
@@ -238,19 +245,19 @@ impl QuorumSasl {
                      section '{name}' could not be found."
                     )
                 })?;
-            if entries
-                .iter()
-                .any(|e| e.module.ends_with("Krb5LoginModule"))
-            {
+            let kerberos = SaslServerConfig::from_jaas(jaas, name).and_then(|c| c.kerberos);
+            Ok::<_, String>((entries, kerberos))
+        };
+        let (learner, learner_kerberos) = section(&settings.learner_context)?;
+        let (server, server_kerberos) = section(&settings.server_context)?;
+        if let Some(k) = &learner_kerberos {
+            if k.principal.is_none() {
                 return Err(format!(
-                    "JAAS section '{name}': Kerberos (GSSAPI) quorum authentication is not \
-                     supported by keel yet; use DigestLoginModule"
+                    "JAAS section '{}': the Krb5LoginModule entry names no principal",
+                    settings.learner_context
                 ));
             }
-            Ok(entries)
-        };
-        let learner = section(&settings.learner_context)?;
-        let server = section(&settings.server_context)?;
+        }
         let option = |key: &str| {
             learner
                 .iter()
@@ -259,13 +266,15 @@ impl QuorumSasl {
                 .find(|(k, _)| k == key)
                 .map(|(_, v)| v.clone())
         };
-        let (Some(learner_username), Some(learner_password)) =
-            (option("username"), option("password"))
-        else {
-            return Err(format!(
-                "JAAS section '{}' has no username and password for DIGEST-MD5",
-                settings.learner_context
-            ));
+        let (learner_username, learner_password) = match (option("username"), option("password")) {
+            (Some(u), Some(p)) => (u, p),
+            _ if learner_kerberos.is_some() => (String::new(), String::new()),
+            _ => {
+                return Err(format!(
+                    "JAAS section '{}' has no username and password for DIGEST-MD5",
+                    settings.learner_context
+                ))
+            }
         };
         let server_credentials = server
             .iter()
@@ -277,6 +286,8 @@ impl QuorumSasl {
             learner_username,
             learner_password,
             server_credentials,
+            learner_kerberos,
+            server_kerberos,
         })
     }
 
@@ -389,11 +400,27 @@ mod tests {
         let err = QuorumSasl::from_jaas(settings, &jaas).unwrap_err();
         assert!(err.contains("'Elsewhere' could not be found"), "{err}");
         let krb = JaasConfig::parse(
+            "QuorumServer { com.sun.security.auth.module.Krb5LoginModule required \
+             keyTab=\"/k/q.keytab\" principal=\"zkquorum/localhost@KEEL.TEST\"; };\n\
+             QuorumLearner { com.sun.security.auth.module.Krb5LoginModule required \
+             keyTab=\"/k/q.keytab\" principal=\"learner/127.0.0.1@KEEL.TEST\"; };",
+        )
+        .unwrap();
+        let q = QuorumSasl::from_jaas(QuorumSaslSettings::default(), &krb).unwrap();
+        assert_eq!(
+            q.learner_kerberos.and_then(|k| k.principal).as_deref(),
+            Some("learner/127.0.0.1@KEEL.TEST")
+        );
+        assert_eq!(
+            q.server_kerberos.and_then(|k| k.keytab).as_deref(),
+            Some("/k/q.keytab")
+        );
+        let no_principal = JaasConfig::parse(
             "QuorumServer { com.sun.security.auth.module.Krb5LoginModule required; };\n\
              QuorumLearner { com.sun.security.auth.module.Krb5LoginModule required; };",
         )
         .unwrap();
-        let err = QuorumSasl::from_jaas(QuorumSaslSettings::default(), &krb).unwrap_err();
-        assert!(err.contains("GSSAPI"), "{err}");
+        let err = QuorumSasl::from_jaas(QuorumSaslSettings::default(), &no_principal).unwrap_err();
+        assert!(err.contains("names no principal"), "{err}");
     }
 }

@@ -282,7 +282,18 @@ async fn introduce(
     if let Some(sasl) = shared.params.sasl.clone() {
         // QuorumCnxManager.handleConnection authenticates before the tie-break.
         let timeout = shared.params.cnx_timeout;
-        match super::quorum_auth::serve(&sasl, &mut stream, &mut buf, timeout, addr).await {
+        let hosts = shared.authz_hosts();
+        let kerberos = shared.params.kerberos.as_deref();
+        let serve = super::quorum_auth::serve(
+            &sasl,
+            kerberos,
+            &hosts,
+            &mut stream,
+            &mut buf,
+            timeout,
+            addr,
+        );
+        match serve.await {
             Ok(_) => {}
             // A smaller sid that does not authenticate closes right after its initial
             // message; it only wants the dial-back (where this member is the one that
@@ -406,9 +417,11 @@ async fn dial(shared: &Shared, peer: Sid, outbox: &Outbox) -> io::Result<Option<
         let who = format!("server.{peer} at {}:{}", to.host, to.port);
         super::quorum_auth::learn(
             sasl,
+            shared.params.kerberos.as_deref(),
             &mut stream,
             &mut rest,
             shared.params.cnx_timeout,
+            &to.host,
             &who,
         )
         .await?;

@@ -106,6 +106,9 @@ pub struct PeerParams {
     /// Quorum SASL on both ports (`quorum.auth.enableSasl`, [`quorum_auth`]); `None`:
     /// off (no auth packet is sent or looked for).
     pub sasl: Option<Arc<crate::sasl::quorum::QuorumSasl>>,
+    /// The Kerberos credentials quorum SASL GSSAPI runs with (a section of `sasl` that
+    /// logs in with Kerberos); `None`: DIGEST-MD5 only.
+    pub kerberos: Option<Arc<crate::net::gss::QuorumKerberos>>,
 }
 
 impl Default for PeerParams {
@@ -124,6 +127,7 @@ impl Default for PeerParams {
             unlisted_links: 64,
             tls: None,
             sasl: None,
+            kerberos: None,
         }
     }
 }
@@ -203,6 +207,21 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The hosts of the configuration's server lines, this member's own included: a
+    /// Kerberos learner's `service/host@REALM` principal must name one (ZooKeeper's
+    /// authzHosts, QuorumPeer.initialize).
+    pub(crate) fn authz_hosts(&self) -> Vec<String> {
+        let mut hosts: Vec<String> = self
+            .peers
+            .lock()
+            .members
+            .values()
+            .map(|m| m.host.clone())
+            .collect();
+        hosts.push(self.me.lock().host.clone());
+        hosts
+    }
+
     /// Runs `f` until it ends, is aborted by the handle returned, or the [`PeerNet`] is
     /// dropped.
     pub(crate) fn spawn(

@@ -325,7 +325,16 @@ fn open(shared: &Arc<Shared>, to: Sid, msg: &Message) {
                 // Learner.connectToLeader authenticates before FOLLOWERINFO.
                 let who = format!("server.{to} at {host}:{port}");
                 let timeout = s.params.quorum_connect_timeout;
-                let learn = super::quorum_auth::learn(sasl, &mut stream, &mut rest, timeout, &who);
+                let kerberos = s.params.kerberos.as_deref();
+                let learn = super::quorum_auth::learn(
+                    sasl,
+                    kerberos,
+                    &mut stream,
+                    &mut rest,
+                    timeout,
+                    &host,
+                    &who,
+                );
                 let done = tokio::select! {
                     _ = &mut close => return,
                     r = learn => r,
@@ -369,7 +378,10 @@ async fn accept(shared: Arc<Shared>, mut stream: PeerStream, addr: SocketAddr) -
     if let Some(sasl) = &shared.params.sasl {
         // LearnerHandler.run authenticates before reading the first packet.
         let timeout = shared.params.quorum_connect_timeout;
-        super::quorum_auth::serve(sasl, &mut stream, &mut buf, timeout, addr).await?;
+        let hosts = shared.authz_hosts();
+        let kerberos = shared.params.kerberos.as_deref();
+        super::quorum_auth::serve(sasl, kerberos, &hosts, &mut stream, &mut buf, timeout, addr)
+            .await?;
     }
     let read = async {
         loop {
