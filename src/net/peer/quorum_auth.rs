@@ -183,13 +183,17 @@ impl ServerMech {
 /// (SaslQuorumAuthServer.MAX_RETRIES).
 const MAX_RETRIES: u32 = 5;
 
-/// The learner's half, on a connection this member opened to `peer` (for the log):
-/// nothing unless `quorum.auth.learnerRequireSasl`, else DIGEST-MD5 with the
-/// QuorumLearner section's user, within `timeout`. Bytes read past the server's last
-/// packet are left in `rest`.
+/// The learner's half, on a connection this member opened to `peer` (for the log) at
+/// `host`: nothing unless `quorum.auth.learnerRequireSasl`, else DIGEST-MD5 with the
+/// QuorumLearner section's user, or GSSAPI with its Kerberos login (`kerberos`) for
+/// the service principal on `host`, within `timeout`. Bytes read past the server's
+/// last packet are left in `rest`.
 ///
-/// Errors: the server answered ERROR, its rspauth does not match, a packet is
-/// malformed, the connection closed or `timeout` passed.
+/// The Kerberos library's first context step for a service fetches tickets from the
+/// KDC synchronously (as Java's does), on this task's thread.
+///
+/// Errors: the server answered ERROR, its rspauth does not match, the Kerberos library
+/// refused, a packet is malformed, the connection closed or `timeout` passed.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn learn(
     sasl: &QuorumSasl,
@@ -251,7 +255,8 @@ pub(crate) async fn learn(
 /// The server's half, on a connection `from` opened, whose bytes so far are in `buf`:
 /// waits for 8 bytes; without the auth magic the connection goes on unless
 /// `quorum.auth.serverRequireSasl`; with it, DIGEST-MD5 against the QuorumServer
-/// section's users, within `timeout`. Returns the authenticated user, if any.
+/// section's users, or GSSAPI with its Kerberos login (a learner principal's host one
+/// of `authz_hosts`), within `timeout`. Returns the authenticated user, if any.
 ///
 /// Errors: SASL required and not done or failed; a malformed packet; the connection
 /// closed (`UnexpectedEof`: before 8 bytes came, which a smaller-sid initiator that
