@@ -13,12 +13,18 @@ export KEEL_BIN=$CARGO_TARGET_DIR/release/keel
 bash "$HERE/setup.sh" || { echo "setup failed"; exit 1; }
 cargo build --release --locked || { echo "build failed"; exit 1; }
 
+# Each suite's output also goes to $SUITE_LOGS/<name>.log; a failed suite's last lines
+# are printed again after the summary, so a view of only the run's end still shows why.
+SUITE_LOGS=${SUITE_LOGS:-/tmp/keel-compat/suite-logs}
+rm -rf "$SUITE_LOGS"; mkdir -p "$SUITE_LOGS"
 passed=0; failed=0; failures=()
 suite() { # NAME CMD...
   local name=$1; shift
   echo; echo "=== $name: $*"
   local t0; t0=$(date +%s)
-  if "$@"; then
+  # A process substitution, not a pipe: a daemon a suite leaves behind holding its
+  # stdout must not keep the run waiting.
+  if "$@" > >(tee "$SUITE_LOGS/$name.log") 2>&1; then
     passed=$((passed + 1)); echo "=== $name: PASS ($(( $(date +%s) - t0 ))s)"
   else
     failed=$((failed + 1)); failures+=("$name"); echo "=== $name: FAIL ($(( $(date +%s) - t0 ))s)"
@@ -64,6 +70,10 @@ suite reconfig-differential bash "$HERE/reconfig/run.sh" both
 # Grow 3 -> 5 -> 3 members under write load, one at a time (issue 18 check d).
 suite reconfig-grow-shrink bash "$HERE/reconfig/grow.sh" keel
 
+for name in "${failures[@]}"; do
+  echo; echo "--- $name: its last 30 lines (all in $SUITE_LOGS/$name.log)"
+  tail -n 30 "$SUITE_LOGS/$name.log"
+done
 echo
 [ ${#failures[@]} -eq 0 ] || echo "failed suites: ${failures[*]}"
 echo "suites: $passed passed, $failed failed"

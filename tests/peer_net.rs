@@ -14,7 +14,7 @@
 //!   the one the larger sid opened;
 //! - a peer that stops reading fills its queue and loses its connection (reported),
 //!   while another peer gets every message and the sender never waits;
-//! - with quorum TLS (`sslQuorum`, ports 45800-45899), two members with certificates
+//! - with quorum TLS (`sslQuorum`, ports 17800-17899), two members with certificates
 //!   from the trust store exchange notifications, while one with an untrusted CA's
 //!   certificate and one in plaintext are heard by neither and hear neither.
 //!
@@ -863,7 +863,7 @@ async fn quorum_tls_links_trusted_members_and_refuses_the_others() {
         tls_params("intruder"),
         params(),
     ];
-    only_members_1_and_2_link(servers(45800, 4), params, "quorum TLS").await;
+    only_members_1_and_2_link(servers(17800, 4), params, "quorum TLS").await;
 }
 
 /// [`params`] with quorum SASL enabled and required both ways, logging in as user
@@ -919,7 +919,7 @@ async fn quorum_sasl_links_members_with_credentials_and_refuses_the_others() {
         sasl_params("wrong"),
         params(),
     ];
-    let mut members = only_members_1_and_2_link(servers(45850, 4), params, "quorum SASL").await;
+    let mut members = only_members_1_and_2_link(servers(17850, 4), params, "quorum SASL").await;
     let [(_, in1), (n2, _), (n3, _), (n4, _)] = &mut members[..] else {
         unreachable!("four members");
     };

@@ -6,13 +6,13 @@
 # creates a persistent node, then an ephemeral, as a leader's client creates an
 # ephemeral, and tries a local session on another member. Each pair of transcripts must
 # be identical.
-#   usage: local_sessions.sh [BASE]   (44000: members on BASE+1..BASE+23)
+#   usage: local_sessions.sh [BASE]   (14000: members on BASE+1..BASE+23)
 # One summary line per run; exits nonzero on any difference. Work files: $WORK
 # (/tmp/keel-compat/ensemble-local-sessions).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/lib.sh"
-BASE=${1:-44000}
+BASE=${1:-14000}
 WORK=${WORK:-/tmp/keel-compat/ensemble-local-sessions}
 
 need_kazoo_and_keel

@@ -39,9 +39,10 @@ reads_back() { # PORT PATH DATA
 }
 
 cport() { echo $(($1 + 10 * ($2 - 1) + 1)); }  # BASE I: member I's client port
-# The ports here lie in Linux's ephemeral range (32768-60999), so an outgoing connection
-# may hold one for a while: each ensemble takes BASE, or BASE+500 when one of BASE's
-# ports is in use.
+# The suites' ports lie below Linux's ephemeral range (32768-60999: an outgoing
+# connection's local port there can take a member's port before it binds), and a
+# socket of an earlier run may still hold one: each ensemble takes BASE, or BASE+500
+# when one of BASE's ports is in use.
 pick_base() { # BASE
   local i p
   for i in 1 2 3; do

@@ -23,14 +23,14 @@
 #     learnerRequireSasl (exit 2, a bad zoo.cfg), a missing QuorumLearner section and a
 #     Kerberos section (exit 1) stop start-up with an error naming the keys or section.
 # Exit 0 when every check passes; one line per check and a summary.
-# Work dir: ${WORK:-/tmp/keel-compat/quorum-sasl}. Ports 46000-46999 (QSASL_PORT_BASE).
+# Work dir: ${WORK:-/tmp/keel-compat/quorum-sasl}. Ports 16000-16999 (QSASL_PORT_BASE).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
 WORK=${WORK:-/tmp/keel-compat/quorum-sasl}
-BASE=${QSASL_PORT_BASE:-46000}
+BASE=${QSASL_PORT_BASE:-16000}
 need_kazoo_and_keel
 export ENSEMBLE_TICK_MS=500
 

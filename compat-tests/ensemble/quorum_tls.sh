@@ -33,7 +33,7 @@
 #  7. keel only: sslQuorum without a trust store, with a missing key store, or with an
 #     unknown ssl.quorum.protocol stops start-up (exit 1) with an error naming the key.
 # Exit 0 when every check passes; one line per check and a summary.
-# Work dir: ${WORK:-/tmp/keel-compat/quorum-tls}. Ports 45000-45999 (QTLS_PORT_BASE).
+# Work dir: ${WORK:-/tmp/keel-compat/quorum-tls}. Ports 15000-15999 (QTLS_PORT_BASE).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
@@ -42,7 +42,7 @@ source "$HERE/lib.sh"
 source "$HERE/../certs.sh"
 
 WORK=${WORK:-/tmp/keel-compat/quorum-tls}
-BASE=${QTLS_PORT_BASE:-45000}
+BASE=${QTLS_PORT_BASE:-15000}
 CERTS=$WORK/certs
 need_kazoo_and_keel
 for tool in openssl keytool java; do
@@ -154,7 +154,7 @@ leader_before=$(ensemble_port "$A" leader)
 # The election port's V1 initial message (protocol -65536, sid 3, address), and a quorum
 # packet's opening (a length, then FOLLOWERINFO's type 11), both in plaintext.
 check "4: plaintext election initial message to a TLS-only election port is closed" \
-  plaintext_closed "$(eport $b 1)" "ffffffffffff000000000000000000030000000f3132372e302e302e313a3435303233"
+  plaintext_closed "$(eport $b 1)" "ffffffffffff000000000000000000030000000f3132372e302e302e313a3135303233"
 check "4: plaintext quorum packet to a TLS-only quorum port is closed" \
   plaintext_closed "$(qport $b 2)" "0000002c0000000b"
 check "4: the plaintext peers' refusal is logged (election port)" \

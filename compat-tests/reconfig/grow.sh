@@ -8,7 +8,7 @@
 #                           3.8 members: the harness's own check)
 # Exit 0 when every step completed and every check held, 1 otherwise, 2 on bad usage or
 # a missing prerequisite.
-# Env: GROW_BASE (43000; member i's ports BASE+10*(i-1)+1..+3, members 1..5), GROW_LOAD_S
+# Env: GROW_BASE (13000; member i's ports BASE+10*(i-1)+1..+3, members 1..5), GROW_LOAD_S
 # (4: seconds of load after each step), KEEL_BIN (../lib.sh). Work files: $WORK
 # (/tmp/keel-compat/reconfig-grow): m<i>/ (zoo.cfg, zoo.cfg.dynamic*, log), grow.out.
 set -uo pipefail
@@ -17,7 +17,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../ensemble/lib.sh"
 
 KIND=${1:-${KIND:-keel}}
-BASE=${GROW_BASE:-43000}
+BASE=${GROW_BASE:-13000}
 WORK=${WORK:-/tmp/keel-compat/reconfig-grow}
 case $KIND in
 keel) need_kazoo_and_keel ;;

@@ -12,7 +12,7 @@
 # Exit 0 when the masked transcripts are identical (one kind: when its session ran and
 # every member ended with the same configuration), 1 otherwise (printing the diff), 2 on
 # bad usage or a missing keel binary.
-# Env: RECONFIG_BASE (42000; script.txt's addresses are written for it), KEEL_BIN
+# Env: RECONFIG_BASE (12000; script.txt's addresses are written for it), KEEL_BIN
 # (../lib.sh). Work files: $WORK (/tmp/keel-compat/reconfig): <label>.raw, <label>.masked,
 # <label>/m<i>/ (zoo.cfg, zoo.cfg.dynamic*, log), <label>.feeder.log, diff.
 set -uo pipefail
@@ -20,7 +20,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../ensemble/lib.sh
 source "$HERE/../ensemble/lib.sh"
 
-BASE=${RECONFIG_BASE:-42000}
+BASE=${RECONFIG_BASE:-12000}
 WORK=${WORK:-/tmp/keel-compat/reconfig}
 ZKCLI=${ZKCLI:-/usr/share/zookeeper/bin/zkCli.sh}
 SCRIPT=$HERE/script.txt
@@ -78,8 +78,8 @@ for k in "${KIND_LIST[@]}"; do
   *) echo "usage: $0 [zk|keel|both|A,B]    or: $0 --mask < RAW_TRANSCRIPT" >&2; exit 2 ;;
   esac
 done
-if [ "$BASE" != 42000 ]; then
-  echo "reconfig: script.txt's server addresses are written for RECONFIG_BASE=42000" >&2; exit 2
+if [ "$BASE" != 12000 ]; then
+  echo "reconfig: script.txt's server addresses are written for RECONFIG_BASE=12000" >&2; exit 2
 fi
 
 rm -rf "$WORK"; mkdir -p "$WORK"

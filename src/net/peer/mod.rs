@@ -297,11 +297,28 @@ async fn close_listener(task: Option<tokio::task::JoinHandle<()>>) {
 /// Binds `host:port` now, for a port this member listens on (the wildcard with
 /// `quorum_listen_on_all_ips`, as ZooKeeper's `quorumListenOnAllIPs`).
 ///
-/// Errors: the address does not bind.
-fn bind_now(params: &PeerParams, host: &str, port: u16) -> io::Result<tokio::net::TcpListener> {
-    let listener = std::net::TcpListener::bind((bind_host(params, host), port))?;
-    listener.set_nonblocking(true)?;
-    tokio::net::TcpListener::from_std(listener)
+/// Errors: the address does not bind; the error names `port`'s kind and the address
+/// (as the client port's start-up error does), keeping the OS error's kind.
+fn bind_now(
+    params: &PeerParams,
+    host: &str,
+    port: Port,
+    number: u16,
+) -> io::Result<tokio::net::TcpListener> {
+    let host = bind_host(params, host);
+    let bound = std::net::TcpListener::bind((host, number)).and_then(|listener| {
+        listener.set_nonblocking(true)?;
+        tokio::net::TcpListener::from_std(listener)
+    });
+    bound.map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "{} port: cannot listen on {host}:{number}: {e}",
+                port.name()
+            ),
+        )
+    })
 }
 
 /// The host a peer port of this member binds for its server line's `host`.
@@ -372,8 +389,8 @@ impl PeerNet {
                 )
             })?;
         let static_config = Bytes::from(quorum_config_text(&lines, 0));
-        let election_listener = bind_now(&params, &me.host, me.election_port)?;
-        let quorum_listener = bind_now(&params, &me.host, me.quorum_port)?;
+        let election_listener = bind_now(&params, &me.host, Port::Election, me.election_port)?;
+        let quorum_listener = bind_now(&params, &me.host, Port::Quorum, me.quorum_port)?;
         let max_buffer = max_buffer_bytes(params.jute_max_buffer);
         let (events, rx) = mpsc::channel(params.inbox_messages.max(1));
         let shared = Arc::new(Shared {
@@ -513,22 +530,17 @@ impl PeerNet {
         }
         let mut bound = Vec::new();
         for &port in &moving {
-            match bind_now(p, &next.host, port.of(&next)) {
+            match bind_now(p, &next.host, port, port.of(&next)) {
                 Ok(listener) => bound.push((port, listener)),
                 Err(e) if close_first => {
                     drop(bound);
                     for &port in &moving {
-                        match bind_now(p, &now.host, port.of(&now)) {
+                        match bind_now(p, &now.host, port, port.of(&now)) {
                             Ok(listener) => {
                                 let task = port.listen(shared, listener);
                                 *shared.listeners.lock().slot(port) = Some(task);
                             }
-                            Err(e) => tracing::error!(
-                                "{}: cannot listen at {}:{} again either: {e}",
-                                port.name(),
-                                now.host,
-                                port.of(&now)
-                            ),
+                            Err(e) => tracing::error!("{e} (again, after a failed move)"),
                         }
                     }
                     return Err(e);
