@@ -7,7 +7,7 @@
 #
 #   --quick     small sizes, 1 round after the warm-up: checks the harness itself
 #   --rounds N  measured rounds (default 3), after one warm-up round
-#   --only LIST comma-separated sections: load, memory
+#   --only LIST comma-separated sections: load, memory, failover, catchup (default: all)
 #   --keep      keep the ensembles' directories (default: removed at exit)
 #
 # Both ensembles get the same zoo.cfg (compat-tests/ensemble/lib.sh: tickTime 500,
@@ -23,7 +23,18 @@
 # 2. memory: a fresh ensemble each; RSS of every member before and after FILL znodes of
 #    100 bytes are created through a follower (zkload 4 x 64); growth per znode of the
 #    member that grew most, and of the leader.
-# Not yet here (issue 16): failover write gap, catch-up by DIFF and by SNAP.
+# 3. failover: a fresh ensemble each; KILLS times (5): failover.c's 4 sessions x 64 sets
+#    in flight on K znodes through the two followers, reconnecting at once to the next
+#    server when a connection breaks; 3 s in, kill -9 the leader; the write gap (longest
+#    time without an acknowledged set from the last ack before the kill on) and the time
+#    from the kill until a 500 ms window runs at 90 % of the rate before it
+#    (failover.py); then the killed member is started again and the ensemble re-forms.
+#    Medians of the kills.
+# 4. catchup: a fresh ensemble each; a follower stopped (SIGTERM) while FILL znodes of 100
+#    bytes are created through the other follower; started again: time from its start
+#    until srvr shows it a follower (it serves only once synced) -- each server picks
+#    DIFF or SNAP itself; then stopped again, its dataDir emptied (myid kept), started:
+#    the same time, a SNAP for both.
 # Output: stdout and $BENCH_DIR/results.txt, SVG charts of the load section in
 # $BENCH_DIR/charts/ensemble-*.svg (charts.py); raw client output in $BENCH_DIR/raw. Exit 0
 # when every run succeeded (targets met or not), 1 when one failed.
@@ -37,7 +48,7 @@ source "$HERE/lib.sh"
 # shellcheck source=../ensemble/lib.sh
 source "$HERE/../ensemble/lib.sh"
 
-QUICK=0; ROUNDS=3; KEEP=0; ONLY=load,memory
+QUICK=0; ROUNDS=3; KEEP=0; ONLY=load,memory,failover,catchup
 while [ $# -gt 0 ]; do
   case $1 in
   --quick) QUICK=1; ROUNDS=1 ;;
@@ -56,8 +67,9 @@ ZK_HEAP=${ZK_HEAP:-1g}
 declare -A BASE NOTE
 BASE[zk]=${BENCH_PORT:-2940}; BASE[keel]=$((BASE[zk] + 30))
 SIZE=100
-if [ $QUICK = 1 ]; then K=1000; N=10000; K1=200; N1=1000; FILL=50000
-else K=10000; N=100000; K1=2000; N1=5000; FILL=1000000; fi
+if [ $QUICK = 1 ]; then K=1000; N=10000; K1=200; N1=1000; FILL=50000; KILLS=2; FO_MS=9000
+else K=10000; N=100000; K1=2000; N1=5000; FILL=1000000; KILLS=5; FO_MS=15000; fi
+FO_BEFORE_S=3   # failover: seconds of load before the kill
 PHASES=(create get set mixed delete)
 KINDS=(zk keel)
 EXTRA_CFG=snapCount=100000
@@ -90,13 +102,14 @@ cleanup() {
     stop_ensemble "$d"
     [ $KEEP = 1 ] || rm -rf "$d"
   done
-  [ $KEEP = 1 ] || rm -f "$WORK"/{keel,zkload}
+  [ $KEEP = 1 ] || rm -f "$WORK"/{keel,zkload,failover}
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 log "building zkload into $WORK"
 gcc -O2 -o "$WORK/zkload" "$ZKTOOLS/zkload.c" || exit 1
+gcc -O2 -o "$WORK/failover" "$HERE/failover.c" || exit 1
 cp "$KEEL_BIN" "$WORK/keel" || exit 1
 KEEL_SRC_BIN=$KEEL_BIN; KEEL_BIN=$WORK/keel
 export ZK_JVMFLAGS="${ZK_JVMFLAGS:-} -Xmx$ZK_HEAP"
@@ -107,6 +120,7 @@ PIN_C=()   # nothing pinned: members and client share the cores alike
 
 up() { # KIND DIR: a fresh ensemble of KIND, formed (a leader and two followers)
   if start_ensemble "$1" "$2" "${BASE[$1]}" "$EXTRA_CFG"; then
+    disown -a  # members are killed on purpose (failover): no job notices
     log "$1 ensemble up in $2: leader on port $(ensemble_port "$2" leader)"; return 0
   fi
   note "$1" "$(basename "$2"): ensemble did not form"; stop_ensemble "$2"; return 1
@@ -185,6 +199,83 @@ if want memory; then
   done
 fi
 
+member_at() { # DIR PORT -> the member I whose client port is PORT
+  local i
+  for i in 1 2 3; do [ "$(cat "$1/m$i/port")" = "$2" ] && { echo "$i"; return 0; }; done
+  return 1
+}
+stop_member() { # DIR I: SIGTERM, then SIGKILL after 60 s
+  local pid; pid=$(cat "$1/m$2/pid")
+  kill "$pid" 2>/dev/null
+  for _ in $(seq 600); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  kill -9 "$pid" 2>/dev/null; sleep 0.5
+}
+start_member() { # DIR I: again on its zoo.cfg and dataDir
+  local m=$1/m$2
+  setsid "$(cat "$m/cmd")" "$m/zoo.cfg" >>"$m/log" 2>&1 &
+  echo $! > "$m/pid"
+  disown
+}
+
+# ---- 3. failover ----------------------------------------------------------------------
+if want failover; then
+  for k in "${KINDS[@]}"; do
+    d=$WORK/ens-$k-failover
+    up "$k" "$d" || continue
+    for n in $(seq "$KILLS"); do
+      leader=$(ensemble_port "$d" leader) || { note "$k" "failover $n: no leader"; break; }
+      li=$(member_at "$d" "$leader")
+      to=$(for i in 1 2 3; do [ "$i" != "$li" ] && printf '127.0.0.1:%s,' "$(cat "$d/m$i/port")"; done)
+      out=$WORK/raw/$k-failover-$n
+      "${PIN_C[@]}" timeout 120 "$WORK/failover" -s "${to%,}" -c 4 -d 64 -k $K -z $SIZE -t $FO_MS \
+        -o "$out.timeline" > "$out.txt" 2>&1 &
+      CLIENT_PID=$!
+      for _ in $(seq 600); do grep -q '^start_ms' "$out.txt" && break; sleep 0.1; done
+      sleep $FO_BEFORE_S
+      kill_ms=$(date +%s%3N)
+      kill -9 "$(cat "$d/m$li/pid")"
+      wait "$CLIENT_PID" || note "$k" "failover $n: client failed: $(tail -1 "$out.txt")"
+      CLIENT_PID=
+      read -r gap rec base < <(python3 "$HERE/failover.py" "$out.timeline" "$kill_ms")
+      log "$k failover $n: killed leader member $li; write gap $gap ms, back to 90 % of $base sets/s after $rec ms ($(tail -1 "$out.txt"))"
+      put fo.gap "$k" "$gap"; put fo.recover "$k" "$rec"; put fo.base "$k" "$base"
+      start_member "$d" "$li"
+      wait_ensemble "$d" || { note "$k" "failover $n: did not form again"; break; }
+      sleep 2
+    done
+    stop_ensemble "$d"
+  done
+fi
+
+# ---- 4. catch-up ----------------------------------------------------------------------
+if want catchup; then
+  for k in "${KINDS[@]}"; do
+    d=$WORK/ens-$k-catchup
+    up "$k" "$d" || continue
+    leader=$(ensemble_port "$d" leader)
+    fs=(); for i in 1 2 3; do [ "$(cat "$d/m$i/port")" != "$leader" ] && fs+=("$i"); done
+    late=${fs[0]}; via=$(cat "$d/m${fs[1]}/port")
+    stop_member "$d" "$late"
+    log "$k catch-up: member $late stopped; filling $FILL znodes through port $via"
+    if client "$k" catchup-fill "$WORK/zkload" -s "127.0.0.1:$via" -c 4 -d 64 -k $FILL -z $SIZE -p create; then
+      for how in restart wiped; do
+        if [ $how = wiped ]; then
+          stop_member "$d" "$late"
+          find "$d/m$late/data" -mindepth 1 -maxdepth 1 ! -name myid -exec rm -rf {} +
+        fi
+        t0=$(date +%s%3N); start_member "$d" "$late"; ms=FAIL
+        for _ in $(seq 6000); do
+          [ "$(member_mode "$(cat "$d/m$late/port")")" = follower ] && { ms=$(( $(date +%s%3N) - t0 )); break; }
+          sleep 0.05
+        done
+        log "$k catch-up ($how): member $late serving as a follower after $ms ms"
+        put "cu.$how" "$k" "$ms"
+      done
+    fi
+    stop_ensemble "$d"
+  done
+fi
+
 # ---- table ----------------------------------------------------------------------------
 MET=0; MISSED=0
 {
@@ -223,9 +314,20 @@ MET=0; MISSED=0
     row mem.after "RSS after the fill, per member, MiB (median)" %.0f
     row fill.ops "fill rate, creates/s" %.0f
   fi
+  if want failover; then
+    section "failover: kill -9 the leader under 4 x 64 sets through the followers, median of $KILLS kills"
+    row fo.gap "write gap, ms" %.0f '<=0.5'
+    row fo.recover "back to 90 % of the rate, ms after the kill" %.0f
+    row fo.base "sets/s before the kill" %.0f
+  fi
+  if want catchup; then
+    section "catch-up: a follower back after $FILL znodes were created without it"
+    row cu.restart "restarted on its dataDir: serving after, ms" %.0f '<=0.25'
+    row cu.wiped "restarted with an empty dataDir (SNAP): ms" %.0f '<=0.25'
+  fi
   echo
   echo "targets met: $MET of $((MET + MISSED)). ops/s: higher is better; latency, memory: lower."
-  echo "Ratios are of the medians. Failover and catch-up (issue 16) are not measured here yet."
+  echo "Ratios are of the medians."
   for k in "${KINDS[@]}"; do [ -n "${NOTE[$k]:-}" ] && echo "note ($k):${NOTE[$k]}"; done
   if [ $QUICK = 1 ]; then echo "quick mode: sizes too small for real figures; this checks the harness."; fi
 } | tee "$WORK/results.txt"
