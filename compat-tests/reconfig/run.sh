@@ -3,8 +3,11 @@
 # 3-member ensemble with reconfigEnabled=true, a dynamicConfigFile, standaloneEnabled=false
 # and a super user; one zkCli.sh session against a follower runs script.txt (reconfig
 # without auth, add/remove/observer/participant changes with a 4th member started midway,
-# the BADVERSION, BADARGUMENTS and NEWCONFIGNOQUORUM cases, -file); then `config` on
-# every member. The transcript is masked and the kinds compared.
+# the BADVERSION, BADARGUMENTS and NEWCONFIGNOQUORUM cases, -file, RECONFIGINPROGRESS
+# from a second session while member 2 is frozen, the leader removed); then `config` on
+# every member and each member's mode. A second pass runs script-disabled.txt on an
+# ensemble with reconfigEnabled=false (RECONFIGDISABLED). The transcript is masked and
+# the kinds compared.
 #   usage: run.sh [KIND]   KIND = zk | keel | both (default: $KIND, else both), or A,B
 #                          (zk,zk runs ZooKeeper twice: the masked transcript must be
 #                          stable). One kind: runs it and prints the masked transcript.
@@ -12,9 +15,11 @@
 # Exit 0 when the masked transcripts are identical (one kind: when its session ran and
 # every member ended with the same configuration), 1 otherwise (printing the diff), 2 on
 # bad usage or a missing keel binary.
-# Env: RECONFIG_BASE (12000; script.txt's addresses are written for it), KEEL_BIN
-# (../lib.sh). Work files: $WORK (/tmp/keel-compat/reconfig): <label>.raw, <label>.masked,
-# <label>/m<i>/ (zoo.cfg, zoo.cfg.dynamic*, log), <label>.feeder.log, diff.
+# Env: RECONFIG_BASE (12000; script.txt's addresses are written for it; the second pass
+# uses BASE+100..), KEEL_BIN (../lib.sh). Work files: $WORK (/tmp/keel-compat/reconfig):
+# <label>.raw, <label>.masked, <label>/m<i>/ (zoo.cfg, zoo.cfg.dynamic*, log),
+# <label>/session2.out, <label>-disabled/ (the second pass's members), <label>.feeder.log
+# (.side: the leader-removing session's answer), diff.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../ensemble/lib.sh
@@ -24,6 +29,7 @@ BASE=${RECONFIG_BASE:-12000}
 WORK=${WORK:-/tmp/keel-compat/reconfig}
 ZKCLI=${ZKCLI:-/usr/share/zookeeper/bin/zkCli.sh}
 SCRIPT=$HERE/script.txt
+SCRIPT_DISABLED=$HERE/script-disabled.txt
 SUPER_DIGEST='super:D/InIHSb7yEEbrWz8b9l71RjZJU='   # password "test"
 SUPER_FLAG="-Dzookeeper.DigestAuthenticationProvider.superDigest=$SUPER_DIGEST"
 # ZooKeeper members read ZK_JVMFLAGS (zk-exec.sh), keel members SERVER_JVMFLAGS (as
@@ -31,6 +37,10 @@ SUPER_FLAG="-Dzookeeper.DigestAuthenticationProvider.superDigest=$SUPER_DIGEST"
 export ZK_JVMFLAGS=$SUPER_FLAG SERVER_JVMFLAGS=$SUPER_FLAG
 export ENSEMBLE_DYNAMIC_CONFIG=1
 EXTRA_CFG=$'reconfigEnabled=true\nstandaloneEnabled=false'
+# The second pass's ensemble: the same but reconfigEnabled=false, on ports of its own
+# (members BASE+101.., as script-disabled.txt's addresses have them).
+DISABLED_BASE=$((BASE + 100))
+DISABLED_CFG=$'reconfigEnabled=false\nstandaloneEnabled=false'
 
 # Mask what must differ between two runs and between ZooKeeper and keel:
 #  - SLF4J / jline noise, and the connection-state events zkCli prints on its event
@@ -122,8 +132,8 @@ wait_mode() { # PORT MODE: up to 30 s
 # Feed the script to zkCli: drop comments and blank lines, run the directives. The
 # feeder never writes into the transcript (zkCli may still be printing); what it did goes
 # to FEEDER_LOG, and a failed wait to FEEDER_LOG.failed.
-feed() { # DIR KIND FILE FEEDER_LOG
-  local dir=$1 kind=$2 file=$3 log=$4 line
+feed() { # DIR KIND FILE FEEDER_LOG SCRIPT
+  local dir=$1 kind=$2 file=$3 log=$4 script=$5 line s2pid=
   while IFS= read -r line || [ -n "$line" ]; do
     case $line in
     '#sleep '*) sleep "${line#\#sleep }" ;;
@@ -146,10 +156,53 @@ feed() { # DIR KIND FILE FEEDER_LOG
       else
         echo "member 4 did not become ${line#\#member4 wait } (mode '$(member_mode "$(cat "$dir/m4/port")")')" | tee -a "$log" >> "$log.failed"
       fi ;;
+    '#leader '*)
+      # The step after it names this member: the transcript is only comparable when both
+      # kinds elected the same one.
+      if [ "$(member_mode "$(cat "$dir/m${line#\#leader }/port")")" = leader ]; then
+        echo "member ${line#\#leader } leads" >> "$log"
+      else
+        echo "member ${line#\#leader } does not lead" | tee -a "$log" >> "$log.failed"
+      fi ;;
+    '#remove-leader '*)
+      # Another session, on the leader itself, removes it. Its answer is ZooKeeper's race,
+      # so it stays out of the transcript: the member a client is on drops its clients
+      # when it starts following the designated leader, and the client learns the outcome
+      # (`Committed new configuration` with the new members) only if that reply leaves
+      # before the drop, else it sees ConnectionLoss (ZooKeeper 3.8 printed each in one of
+      # three runs). Either is accepted here; the session's `config` afterwards and the
+      # config-on-member blocks show what was committed.
+      set -- ${line#\#remove-leader }
+      printf 'addauth digest super:test\nreconfig -remove %s\n' "$1" \
+        | TZ=UTC timeout 60 "$ZKCLI" -server "127.0.0.1:$(cat "$dir/m$1/port")" > "$log.side" 2>&1
+      if grep -q '^Committed new configuration:$' "$log.side" && ! grep -q "^server\.$1=" "$log.side"; then
+        echo "another session removed member $1: committed" >> "$log"
+      elif grep -q '^KeeperErrorCode = ConnectionLoss' "$log.side"; then
+        echo "another session removed member $1: ConnectionLoss (its member dropped it first)" >> "$log"
+      else
+        echo "another session's reconfig -remove $1 answered neither the new configuration nor ConnectionLoss (see $log.side)" \
+          | tee -a "$log" >> "$log.failed"
+      fi ;;
+    '#freeze '*) kill -STOP "$(cat "$dir/m${line#\#freeze }/pid")"; echo "member ${line#\#freeze } frozen" >> "$log" ;;
+    '#thaw '*) kill -CONT "$(cat "$dir/m${line#\#thaw }/pid")"; echo "member ${line#\#thaw } thawed" >> "$log" ;;
+    '#session2 start '*)
+      # A second zkCli session, on member N, fed through a fifo the feeder holds open
+      # (fd 7): its transcript, DIR/session2.out, goes after the first session's.
+      mkfifo "$dir/session2.fifo"
+      TZ=UTC timeout 120 "$ZKCLI" -server "127.0.0.1:$(cat "$dir/m${line#\#session2 start }/port")" \
+        < "$dir/session2.fifo" > "$dir/session2.out" 2>&1 &
+      s2pid=$!
+      exec 7> "$dir/session2.fifo"
+      echo "session 2 started on member ${line#\#session2 start }" >> "$log" ;;
+    '#session2 end')
+      exec 7>&-
+      wait "$s2pid"  # (not a bare wait: member 4, started from here, is a child too)
+      echo "session 2 ended" >> "$log" ;;
+    '#session2 '*) printf '%s\n' "${line#\#session2 }" >&7 ;;
     '#'*|'') ;;
     *) printf '%s\n' "${line//@FILE@/$file}" ;;
     esac
-  done < "$SCRIPT"
+  done < "$script"
   true  # failures are in $log.failed; the pipeline's status is zkCli's
 }
 
@@ -158,7 +211,7 @@ feed() { # DIR KIND FILE FEEDER_LOG
 # prints errors on stderr and the rest on stdout, each line flushed, so the order of
 # lines holds).
 run_one() {
-  local kind=$1 label=$2 dir=$WORK/$2 raw=$WORK/$2.raw port i modes rc=0
+  local kind=$1 label=$2 dir=$WORK/$2 raw=$WORK/$2.raw port i rc=0 rc2
   CURRENT=$dir
   if ! start_ensemble "$kind" "$dir" "$BASE" "$EXTRA_CFG"; then
     tail -n 20 "$dir"/m*/log >&2
@@ -172,10 +225,12 @@ run_one() {
     server_line 4 observer
   } > "$dir/reconfig-file.cfg"
   : > "$raw"; : > "$WORK/$label.feeder.log"
-  feed "$dir" "$kind" "$dir/reconfig-file.cfg" "$WORK/$label.feeder.log" \
+  feed "$dir" "$kind" "$dir/reconfig-file.cfg" "$WORK/$label.feeder.log" "$SCRIPT" \
     | TZ=UTC timeout 300 "$ZKCLI" -server "127.0.0.1:$port" >> "$raw" 2>&1
   rc=$?
   [ $rc -eq 0 ] || echo "note: zkCli.sh against $kind exited $rc" >&2
+  printf 'Node does not exist: /--session-2\n' >> "$raw"
+  cat "$dir/session2.out" >> "$raw" 2>/dev/null || echo "no session 2" >> "$raw"
   # Each member's own view of the last configuration, after the session's last commit
   # has had a second to reach every member.
   for i in 1 2 3 4; do
@@ -186,8 +241,27 @@ run_one() {
     printf 'config\n' | TZ=UTC timeout 60 "$ZKCLI" -server "127.0.0.1:$(cat "$dir/m$i/port")" 2>&1 \
       | grep -Ev '^(Connecting to |Welcome to ZooKeeper!$)' >> "$raw"
   done
-  modes=$(for i in 1 2 3; do member_mode "$(cat "$dir/m$i/port")"; done | sort | tr '\n' ' ')
-  printf 'Node does not exist: /--modes\nmembers 1-3: %s\nmember 4: %s\n' "$modes" "$(member_mode "$(cat "$dir/m4/port")")" >> "$raw"
+  # Each member's mode, by sid: after the leader's removal ZooKeeper's new leader is
+  # its designated one (the first voter of the new configuration that acked the
+  # reconfig, in sid order: member 1), and the removed member 3 follows it.
+  printf 'Node does not exist: /--modes\n' >> "$raw"
+  for i in 1 2 3 4; do echo "member $i: $(member_mode "$(cat "$dir/m$i/port")")"; done >> "$raw"
+  stop_ensemble "$dir"; CURRENT=""
+  # Second pass: RECONFIGDISABLED needs an ensemble with reconfigEnabled=false; its own
+  # ports (DISABLED_BASE), a follower's session running script-disabled.txt.
+  printf 'Node does not exist: /--ensemble-with-reconfigEnabled=false\n' >> "$raw"
+  dir=$WORK/$label-disabled; CURRENT=$dir
+  if ! start_ensemble "$kind" "$dir" "$DISABLED_BASE" "$DISABLED_CFG"; then
+    tail -n 20 "$dir"/m*/log >&2
+    echo "reconfig: FAIL (the $kind ensemble with reconfigEnabled=false did not form; see $dir)"
+    return 1
+  fi
+  disown -a
+  port=$(ensemble_port "$dir" follower) || { echo "reconfig: FAIL (no follower in $dir)"; return 1; }
+  feed "$dir" "$kind" "" "$WORK/$label.feeder.log" "$SCRIPT_DISABLED" \
+    | TZ=UTC timeout 120 "$ZKCLI" -server "127.0.0.1:$port" >> "$raw" 2>&1
+  rc2=$?
+  [ $rc2 -eq 0 ] || { echo "note: zkCli.sh against $kind (reconfigEnabled=false) exited $rc2" >&2; rc=$rc2; }
   stop_ensemble "$dir"; CURRENT=""
   mask < "$raw" > "$WORK/$label.masked"
   if [ -s "$WORK/$label.feeder.log.failed" ]; then
