@@ -14,7 +14,8 @@
 #     functions by self time of each.
 # Reports in $PROFILE_DIR (default /tmp/keel-profile-ensemble); a summary on stdout.
 # Needs perf (apt-get install -y linux-perf). KEEL_BIN as in run.sh; ports
-# PROFILE_BASE+1..+23 (default 5100).
+# PROFILE_BASE+1..+23 (default 5100). PROFILE_EXTRA_CFG: zoo.cfg lines added to every member
+# (e.g. keel.busyPollUs=0: the busy-poll thread's spinning counts in a member's CPU time).
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -58,7 +59,7 @@ trap 'exit 130' INT TERM
 gcc -O2 -o "$WORK/zkload" "$ZKTOOLS/zkload.c" || exit 1
 cp "$KEEL_BIN" "$WORK/keel" || exit 1
 KEEL_BIN=$WORK/keel
-start_ensemble keel "$ENS" "$BASE" || exit 1
+start_ensemble keel "$ENS" "$BASE" "${PROFILE_EXTRA_CFG:-}" || exit 1
 declare -A ROLE PID
 leader=$(ensemble_port "$ENS" leader)
 for i in 1 2 3; do
