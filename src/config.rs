@@ -573,6 +573,10 @@ pub struct Config {
     /// packet or disk completion is not delayed by waking a halted CPU (see
     /// `net::busy_poll`). 0 turns it off. Default [`DEFAULT_BUSY_POLL_US`].
     pub busy_poll_us: u64,
+    /// `keel.workerThreads` (keel's own): the threads of the async runtime that serve the
+    /// client connections, the peer links and the member's core. 0 (the default) means
+    /// half the CPUs, at least 1 ([`Config::worker_threads`]).
+    pub worker_threads: u32,
     /// `snapCount`: transactions between snapshots (100000; ZooKeeper raises values
     /// below 2 to 2).
     pub snap_count: u64,
@@ -699,6 +703,7 @@ impl Default for Config {
             global_outstanding_limit: 1000,
             snap_count: 100_000,
             busy_poll_us: DEFAULT_BUSY_POLL_US,
+            worker_threads: 0,
             autopurge_snap_retain_count: 3,
             autopurge_purge_interval_hours: 0,
             four_letter_words: FourLetterWhitelist::default(),
@@ -740,6 +745,8 @@ impl Default for Config {
 pub const DEFAULT_BUSY_POLL_US: u64 = 200;
 /// The largest `keel.busyPollUs` accepted (100 ms): a longer window only burns CPU.
 pub const MAX_BUSY_POLL_US: u64 = 100_000;
+/// The largest `keel.workerThreads` accepted.
+pub const MAX_WORKER_THREADS: u32 = 1024;
 
 /// ZooKeeper's own keys (parsed by `QuorumPeerConfig`) that keel accepts but does not
 /// use; listed so their values are still checked the way ZooKeeper checks them.
@@ -831,6 +838,23 @@ impl Config {
     /// FourLetterCommands whitelists `isro` then).
     pub fn allows_four_letter_word(&self, word: &str) -> bool {
         self.four_letter_words.allows(word) || (word == "isro" && self.read_only_mode_enabled)
+    }
+
+    /// The async runtime's worker threads: `keel.workerThreads` when set, else half of
+    /// `cpus` (the CPUs this process may use), at least 1.
+    ///
+    /// Why half: a write crosses the client connection, the core, the peer links and the
+    /// storage thread; with as many workers as CPUs each hand-off between tasks is a
+    /// cross-thread wake-up (a futex and a context switch), and the storage thread and
+    /// the kernel's network stack want CPU too. Measured on 2 CPUs with 3 members and
+    /// zkload 4 x 64 sets (compat-tests/bench/profile_ensemble.sh): 2 workers 88-97 us of
+    /// CPU per write across the members and 16-17k sets/s, 1 worker 64-67 us and
+    /// 24-25k/s; a standalone server measured the same either way.
+    pub fn worker_threads(&self, cpus: usize) -> usize {
+        match self.worker_threads {
+            0 => (cpus / 2).max(1),
+            n => n as usize,
+        }
     }
 
     /// Parses zoo.cfg text.
@@ -1152,6 +1176,13 @@ impl Config {
                     return Err(format!("at most {MAX_BUSY_POLL_US} (microseconds)"));
                 }
                 self.busy_poll_us = us;
+            }
+            "keel.workerThreads" => {
+                let n = value.parse::<u32>().map_err(|_| not_integer(value))?;
+                if n > MAX_WORKER_THREADS {
+                    return Err(format!("at most {MAX_WORKER_THREADS}"));
+                }
+                self.worker_threads = n;
             }
             "minSessionTimeout" => pending.min_session_timeout_ms = parse_session_timeout(value)?,
             "maxSessionTimeout" => pending.max_session_timeout_ms = parse_session_timeout(value)?,
@@ -2528,6 +2559,30 @@ mod tests {
         assert_eq!(
             split_shell_words(r#" a  "b \" c" 'd e'f\ g "#),
             ["a", "b \" c", "d ef g"]
+        );
+    }
+
+    #[test]
+    fn worker_threads_default_to_half_the_cpus_and_are_bounded() {
+        let c = parse("dataDir=/d\n");
+        assert_eq!(
+            (
+                c.worker_threads(1),
+                c.worker_threads(2),
+                c.worker_threads(8)
+            ),
+            (1, 1, 4)
+        );
+        let c = parse("dataDir=/d\nkeel.workerThreads=3\n");
+        assert!(c.unknown_keys.is_empty(), "{:?}", c.unknown_keys);
+        assert_eq!((c.worker_threads(2), c.worker_threads(64)), (3, 3));
+        assert_eq!(
+            error("dataDir=/d\nkeel.workerThreads=1025\n"),
+            "zoo.cfg line 2: bad value \"1025\" for keel.workerThreads: at most 1024"
+        );
+        assert_eq!(
+            error("dataDir=/d\nkeel.workerThreads=two\n"),
+            "zoo.cfg line 2: bad value \"two\" for keel.workerThreads: not an integer"
         );
     }
 

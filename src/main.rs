@@ -233,7 +233,9 @@ fn main() -> ExitCode {
             tracing::info!(line, key = %key, "zoo.cfg key not used by keel; ignored");
         }
     }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.worker_threads(cpus))
         .enable_all()
         .build()
     {

@@ -16,6 +16,8 @@
 # Needs perf (apt-get install -y linux-perf). KEEL_BIN as in run.sh; ports
 # PROFILE_BASE+1..+23 (default 5100). PROFILE_EXTRA_CFG: zoo.cfg lines added to every member
 # (e.g. keel.busyPollUs=0: the busy-poll thread's spinning counts in a member's CPU time).
+# PROFILE_KEEP_DATA=1 keeps the perf record files (PHASE-ROLE.data) and the keel binary they
+# sampled, for `perf report -i ... -S SYMBOL -g caller` afterwards.
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -51,7 +53,9 @@ cleanup() {
   local p
   for p in "${PERF_PIDS[@]}"; do kill -INT "$p" 2>/dev/null; done
   stop_ensemble "$ENS"
-  rm -rf "$ENS" "$WORK"/{keel,zkload} "$WORK"/*.data
+  rm -rf "$ENS" "$WORK"/zkload
+  # perf report needs the binary the samples came from next to the data.
+  [ "${PROFILE_KEEP_DATA:-0}" = 1 ] || rm -rf "$WORK"/keel "$WORK"/*.data
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM

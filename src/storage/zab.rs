@@ -64,6 +64,11 @@ pub struct ZabStore {
     current_epoch: u32,
     /// The highest zxid known durable in the log (or the snapshot's, with no log).
     durable: Zxid,
+    /// [`ZabStore::snapshot_zxid`] as last read, `None` when it must be read again. Every
+    /// group commit needs it and reading it scans the store's snapshot markers (measured:
+    /// 4 % of a follower's CPU under a set load, issue 16), while it changes only
+    /// through [`ZabStore::store_mut`] and the install and truncate below, which clear it.
+    snapshot_zxid_cache: std::cell::Cell<Option<Zxid>>,
 }
 
 impl ZabStore {
@@ -124,6 +129,7 @@ impl ZabStore {
             accepted_epoch: 0,
             current_epoch: 0,
             durable: 0,
+            snapshot_zxid_cache: std::cell::Cell::new(None),
         };
         zab.durable = zab.last_logged()?;
         let last_epoch = epoch_of(zab.durable);
@@ -186,12 +192,18 @@ impl ZabStore {
     /// The underlying store, for the server's own writes (its periodic snapshots).
     /// Appends must go through [`ZabStorage::append`], which keeps the durable mark.
     pub fn store_mut(&mut self) -> &mut RocksStorage {
+        self.snapshot_zxid_cache.set(None);
         &mut self.store
     }
 
     /// The newest complete snapshot's zxid, 0 for none.
     pub fn snapshot_zxid(&self) -> Result<Zxid, StorageError> {
-        Ok(self.store.snapshots()?.last().map_or(0, |&z| z as Zxid))
+        if let Some(zxid) = self.snapshot_zxid_cache.get() {
+            return Ok(zxid);
+        }
+        let zxid = self.store.snapshots()?.last().map_or(0, |&z| z as Zxid);
+        self.snapshot_zxid_cache.set(Some(zxid));
+        Ok(zxid)
     }
 
     /// The highest logged zxid, or the snapshot's when the log holds nothing above it.
@@ -234,6 +246,7 @@ impl ZabStore {
 
     /// [`ZabStorage::truncate_after`], with its errors ([`RocksStorage::truncate_after`]).
     pub fn try_truncate_after(&mut self, zxid: Zxid) -> Result<(), StorageError> {
+        self.snapshot_zxid_cache.set(None);
         self.store.truncate_after(to_i64(zxid)?)?;
         self.durable = self.durable.min(self.last_logged()?);
         Ok(())
@@ -282,6 +295,7 @@ impl ZabStore {
             position: format!("snapshot 0x{zxid:x} to install"),
             what,
         })?;
+        self.snapshot_zxid_cache.set(None);
         self.store.install_snapshot(to_i64(zxid)?, &chunks)?;
         self.durable = zxid;
         Ok(())

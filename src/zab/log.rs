@@ -89,11 +89,16 @@ impl Log {
     /// committed log's read lock for the whole sync. The extra entries go at the
     /// first commit after the pin is lifted.
     pub fn commit_keeping(&mut self, zxid: Zxid, keep_after: Option<Zxid>) -> bool {
-        if zxid <= self.committed || self.position(zxid).is_err() {
+        if zxid <= self.committed {
             return false;
         }
+        // A binary search, not a scan: the window holds commitLogCount entries and this
+        // runs once per commit.
+        let Ok(at) = self.position(zxid) else {
+            return false;
+        };
         self.committed = zxid;
-        let committed_count = self.entries.iter().take_while(|t| t.zxid <= zxid).count();
+        let committed_count = at + 1;
         for _ in self.window..committed_count {
             let front = self.entries.front().expect("counted").zxid;
             if keep_after.is_some_and(|keep| front > keep) {
