@@ -10,6 +10,9 @@ use super::quorum::QuorumVerifier;
 use super::reconfig::{config_of_txn, designated_leader, quorum_point};
 use super::{counter_of, epoch_of, zxid, Action, Ctx, Input, Next, RoleChange, Sid, Txn, Zxid};
 
+/// Each voter's highest durable zxid, gathered at every commit: inline up to 16 voters.
+type Acks = smallvec::SmallVec<[(Sid, Zxid); 16]>;
+
 /// ZooKeeper's learner/leader protocol version (0x10000).
 pub const PROTOCOL_VERSION: i32 = 0x10000;
 
@@ -947,7 +950,7 @@ impl Leader {
     }
 
     /// Each voting learner's highest durable zxid, and the leader's own.
-    fn acks(&self, ctx: &Ctx) -> Vec<(Sid, Zxid)> {
+    fn acks(&self, ctx: &Ctx) -> Acks {
         self.handlers
             .iter()
             .filter(|(_, h)| !h.observer && h.stage == Stage::Synced)

@@ -44,7 +44,8 @@ pub fn active<'a>(
 /// highest durable zxid (the leader's own included); non-voters of `qv` do not count.
 /// 0 when the voters heard from are not a quorum.
 pub fn quorum_point(qv: &QuorumVerifier, acks: &[(Sid, Zxid)]) -> Zxid {
-    let mut acked: Vec<Zxid> = acks
+    // Once per commit: no heap allocation for ensembles of up to 16 voters.
+    let mut acked: smallvec::SmallVec<[Zxid; 16]> = acks
         .iter()
         .filter(|(s, _)| qv.is_participant(*s))
         .map(|&(_, z)| z)

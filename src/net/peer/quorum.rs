@@ -246,7 +246,13 @@ impl Slots {
 }
 
 fn encode(msg: &Message, side: Side) -> Option<Bytes> {
-    let mut b = BytesMut::new();
+    // Room for the packet header (type, zxid, data length, authinfo count) and the txn
+    // of a PROPOSAL: growing from empty reallocated three times per packet.
+    let data = match msg {
+        Message::Proposal { txn, .. } => txn.len(),
+        _ => 0,
+    };
+    let mut b = BytesMut::with_capacity(64 + data);
     match encode_message(msg, side, &mut b) {
         Ok(()) => Some(b.freeze()),
         Err(e) => {
