@@ -38,6 +38,8 @@ suite java-client bash "$HERE/javaclient/run.sh"
 suite sequential-wrap bash "$HERE/seqwrap/run.sh"
 suite admin-differential bash "$HERE/admin/run.sh"
 suite metrics bash "$HERE/admin/metrics.sh"
+# Prometheus metrics on an ensemble: local sessions, reconfig, read-only (issue 18 part 4).
+suite metrics-ensemble bash "$HERE/admin/metrics_ensemble.sh"
 suite c-client bash "$HERE/cclient/run.sh" keel
 suite curator bash "$HERE/curator/run.sh" keel
 suite recipes bash "$HERE/recipes/run.sh" keel

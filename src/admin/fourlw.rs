@@ -864,6 +864,19 @@ const MNTR_LEADER_SINGLES: [(&str, &str); 9] = [
     ("outstanding_tls_handshake", "learners"),
 ];
 
+/// The gauges only an ensemble member registers, each while it plays the part that
+/// registers it (`QuorumZooKeeperServer`: `quorum_size`; `LeaderZooKeeperServer`: the
+/// leader's; `ObserverZooKeeperServer`: `observer_master_id`): `mntr` shows them then,
+/// and `/metrics` exports them then only, as ZooKeeper unregisters a part's gauges when
+/// it ends.
+pub fn mntr_ensemble_gauge_names() -> impl Iterator<Item = &'static str> {
+    MNTR_ENSEMBLE_SINGLES
+        .iter()
+        .chain(MNTR_LEADER_SINGLES.iter())
+        .map(|&(_, name)| name)
+        .chain(std::iter::once("observer_master_id"))
+}
+
 /// The value of an ensemble-only `mntr` single (see [`MNTR_LEADER_SINGLES`]).
 fn ensemble_single(key: &str, snap: &ServerSnapshot, e: &EnsembleView) -> MntrValue {
     let voting = |l: &&crate::admin::quorum::LearnerView| l.synced && !l.observer;
@@ -874,8 +887,12 @@ fn ensemble_single(key: &str, snap: &ServerSnapshot, e: &EnsembleView) -> MntrVa
         "max_proposal_size" => max,
         "last_proposal_size" => last,
         "synced_followers" => e.learners.iter().filter(voting).count() as i64,
-        // keel has no non-voting followers (a learner votes or observes).
-        "synced_non_voting_followers" => 0,
+        // Followers outside the current config's voters (`Leader.getNonVotingFollowers`).
+        "synced_non_voting_followers" => e
+            .learners
+            .iter()
+            .filter(|l| l.synced && !l.observer && !l.voting)
+            .count() as i64,
         "synced_observers" => e.learners.iter().filter(|l| l.synced && l.observer).count() as i64,
         // A sync is answered once the txns before it commit, never parked: none pend.
         "pending_syncs" => 0,
@@ -1049,9 +1066,18 @@ pub fn mntr_entries(snap: &ServerSnapshot) -> Vec<(String, MntrValue)> {
     let mut push = |key: &str, value: MntrValue| out.push((key.to_string(), value));
     push("version", MntrValue::Text(snap.full_version()));
     push("server_state", MntrValue::Text(snap.mode.clone()));
-    let ensemble = snap.ensemble.as_ref();
+    // A read-only member runs ZooKeeper's ReadOnlyZooKeeperServer, not a
+    // QuorumZooKeeperServer: no `peer_state`, no quorum gauges.
+    let ensemble = snap.ensemble.as_ref().filter(|_| !snap.read_only);
     if let Some(e) = ensemble {
         push("peer_state", MntrValue::Text(e.peer_state.clone()));
+        // ObserverZooKeeperServer's gauge: the server it observes (its learner master,
+        // the leader here).
+        if snap.mode == "observer" {
+            if let Some(leader) = e.leader_id {
+                push("observer_master_id", MntrValue::Int(leader as i64));
+            }
+        }
     }
     let ephemerals: usize = snap.ephemerals.iter().map(|(_, p)| p.len()).sum();
     let sessions: usize = snap
@@ -2404,6 +2430,7 @@ zk_p999_write_commitproc_time_ms	0
         let learner = |sid| crate::admin::quorum::LearnerView {
             sid,
             observer: false,
+            voting: true,
             synced: true,
             acked_zxid: 0,
             lag_txns: Some(0),
@@ -2441,6 +2468,8 @@ zk_p999_write_commitproc_time_ms	0
                 snap_count: 0,
                 proposal_count: 0,
                 proposal_sizes: (-1, -1, -1),
+                voting_members: 3,
+                role_metrics: Default::default(),
                 last_election: None,
                 looking_since_ms: None,
                 config_text: String::new(),
@@ -2498,6 +2527,51 @@ zk_p999_write_commitproc_time_ms	0
             .collect();
         assert_eq!(added, ["peer_state", "quorum_size"]);
         assert_eq!(follower[2], "peer_state");
+    }
+
+    /// An observer adds `observer_master_id` (the leader it observes) after its peer
+    /// state; a read-only member (ZooKeeper's ReadOnlyZooKeeperServer) shows no peer
+    /// state and no quorum size; a follower a reconfig removed counts as a synced
+    /// non-voting follower on the leader (ZooKeeper 3.8 ensembles, captured).
+    #[test]
+    fn observer_read_only_and_non_voting_mntr() {
+        let keys = |snap: &ServerSnapshot| -> Vec<String> {
+            mntr_entries(snap).into_iter().map(|(k, _)| k).collect()
+        };
+        let mut observer = ensemble_snapshot(false);
+        observer.mode = "observer".into();
+        if let Some(e) = observer.ensemble.as_mut() {
+            e.peer_state = "observing - broadcast".into();
+            e.leader_id = Some(2);
+        }
+        let entries = mntr_entries(&observer);
+        assert_eq!(entries[2].0, "peer_state");
+        assert_eq!(entries[3], ("observer_master_id".into(), MntrValue::Int(2)));
+        assert!(!keys(&ensemble_snapshot(false)).contains(&"observer_master_id".into()));
+
+        let mut ro = ensemble_snapshot(false);
+        ro.mode = "read-only".into();
+        ro.read_only = true;
+        let ro_keys = keys(&ro);
+        assert_eq!(ro_keys[1], "server_state");
+        assert!(!ro_keys.contains(&"peer_state".into()));
+        assert!(!ro_keys.contains(&"quorum_size".into()));
+
+        let mut leader = ensemble_snapshot(true);
+        if let Some(e) = leader.ensemble.as_mut() {
+            e.learners[1].voting = false;
+        }
+        let value = |k: &str| {
+            mntr_entries(&leader)
+                .into_iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v)
+        };
+        assert_eq!(value("synced_followers"), Some(MntrValue::Int(2)));
+        assert_eq!(
+            value("synced_non_voting_followers"),
+            Some(MntrValue::Int(1))
+        );
     }
 
     #[test]

@@ -907,6 +907,8 @@ mod tests {
             snap_count: 0,
             proposal_count: 0,
             proposal_sizes: (-1, -1, -1),
+            voting_members: 3,
+            role_metrics: Default::default(),
             last_election: None,
             looking_since_ms: None,
             config_text: String::new(),
@@ -967,6 +969,7 @@ mod tests {
         let observer = LearnerView {
             sid: 4,
             observer: true,
+            voting: false,
             synced: true,
             acked_zxid: 0,
             lag_txns: None,
@@ -991,6 +994,7 @@ mod tests {
             learners: vec![
                 LearnerView {
                     observer: false,
+                    voting: true,
                     sid: 2,
                     ..observer
                 },

@@ -4,7 +4,11 @@
 //!
 //! ZooKeeper 3.8's provider (`zookeeper-prometheus-metrics`, Prometheus `simpleclient`
 //! 0.9.0) registers every `mntr` value under its `mntr` name without `zk_`:
-//! - gauges (`ZooKeeperServer.registerMetrics`: `znode_count`, `avg_latency`, ...),
+//! - gauges (`ZooKeeperServer.registerMetrics`: `znode_count`, `avg_latency`, ...);
+//!   an ensemble member's own (`quorum_size`, a leader's `learners`, `synced_followers`,
+//!   ..., an observer's `observer_master_id`) only while it plays that part, as
+//!   ZooKeeper registers them when that part starts and unregisters them when it ends
+//!   (a read-only member has none of them),
 //! - counters (`ServerMetrics.getCounter`: `connection_request_count`, ...), named
 //!   exactly so (that simpleclient adds no `_total`),
 //! - summaries with `_count`, `_sum` and `quantile` samples: 0.5 for BASIC ones
@@ -20,7 +24,9 @@
 //! JVM metrics (`jvm_*`, from the provider's `exportJvmInfo`) have no counterpart and
 //! are not exported.
 
-use super::fourlw::{java_double, mntr_entries, mntr_metric_names, MntrKind, MntrValue};
+use super::fourlw::{
+    java_double, mntr_ensemble_gauge_names, mntr_entries, mntr_metric_names, MntrKind, MntrValue,
+};
 use super::quorum::EnsembleView;
 use super::snapshot;
 use super::BoundedListener;
@@ -121,12 +127,19 @@ pub fn gather(server: &Server, config: &Config, ensemble: Option<&EnsembleView>)
     };
     Scrape {
         entries: mntr_entries(&snap),
-        summaries: vec![
+        summaries: [
             ("readlatency", m.read_latency.clone()),
             ("updatelatency", m.update_latency.clone()),
             ("fsynctime", storage.fsync_time),
             ("snapshottime", storage.snapshot_time),
-        ],
+        ]
+        .into_iter()
+        .chain(ensemble.into_iter().flat_map(|e| {
+            snapshot::role_summaries(&e.role_metrics)
+                .into_iter()
+                .map(|(name, s)| (name, s.clone()))
+        }))
+        .collect(),
         summary_sets: vec![
             ("read_per_namespace", copy(&m.read_per_namespace)),
             ("write_per_namespace", copy(&m.write_per_namespace)),
@@ -196,6 +209,21 @@ pub fn encode(scrape: &Scrape, only: Option<&HashSet<String>>) -> String {
                     .map_or(&empty, |(_, s)| s);
                 summary_samples(&mut out, name, None, s, kind);
             }
+        }
+    }
+    // The ensemble's gauges, while the member plays the part that registers them.
+    for name in mntr_ensemble_gauge_names() {
+        if !wanted(name) {
+            continue;
+        }
+        if let Some((_, value)) = scrape.entries.iter().find(|(k, _)| k == name) {
+            header(&mut out, name, "gauge");
+            let v = match value {
+                MntrValue::Int(i) => *i as f64,
+                MntrValue::Float(f) => *f,
+                MntrValue::Text(_) => continue,
+            };
+            let _ = writeln!(out, "{name} {}", go_double(v));
         }
     }
     for (name, kind) in SUMMARY_SETS {
@@ -380,6 +408,23 @@ mod tests {
         // No sample without a value (file descriptors unknown here), but the family is
         // still declared.
         assert!(text.contains("# TYPE open_file_descriptor_count gauge\n# HELP"));
+    }
+
+    /// An ensemble member's own gauges are exported while `mntr` shows them (a leader's
+    /// learners, a member's quorum size) and not at all otherwise, as ZooKeeper
+    /// registers and unregisters them.
+    #[test]
+    fn ensemble_gauges_only_while_shown() {
+        let mut s = scrape();
+        let text = encode(&s, None);
+        assert!(!text.contains("quorum_size"));
+        assert!(!text.contains("learners"));
+        s.entries.push(("quorum_size".into(), MntrValue::Int(3)));
+        s.entries.push(("learners".into(), MntrValue::Int(2)));
+        let text = encode(&s, None);
+        assert!(text.contains("# TYPE quorum_size gauge\nquorum_size 3.0\n"));
+        assert!(text.contains("# TYPE learners gauge\nlearners 2.0\n"));
+        assert!(!text.contains("synced_observers"));
     }
 
     #[test]

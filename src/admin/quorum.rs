@@ -10,6 +10,10 @@ pub struct LearnerView {
     pub sid: u64,
     /// It registered as an observer.
     pub observer: bool,
+    /// It is a participant of the leader's current config (a follower that is not,
+    /// e.g. one a reconfig removed, is a non-voting follower:
+    /// `zk_synced_non_voting_followers`).
+    pub voting: bool,
     /// Its sync is queued and proposals are forwarded to it (ZooKeeper's forwarding
     /// followers / observing learners).
     pub synced: bool,
@@ -81,6 +85,12 @@ pub struct EnsembleView {
     /// While leading: this leadership's proposal sizes last/min/max, bytes (-1 before
     /// the first; `Proposal sizes last/min/max`, `zk_*_proposal_size`).
     pub proposal_sizes: (i64, i64, i64),
+    /// Voting members of this member's current config, the reconfigs it activated
+    /// included (ZooKeeper's `getQuorumSize`, `zk_quorum_size`).
+    pub voting_members: u64,
+    /// Its role changes' election and sync figures (`zk_looking_count`,
+    /// `zk_election_time`, `zk_follower_sync_time`, ...).
+    pub role_metrics: crate::member::replica::RoleMetrics,
     /// This member's last finished election (`None` before the first ends).
     pub last_election: Option<ElectionView>,
     /// While electing: since when, ms since the Unix epoch.

@@ -8,6 +8,7 @@ use super::fourlw::{
 };
 use super::quorum::EnsembleView;
 use crate::config::Config;
+use crate::member::replica::RoleMetrics;
 use crate::server::stats::SummaryStat;
 use crate::server::{Role, Server};
 use crate::session::SessionTracker;
@@ -34,6 +35,18 @@ pub fn mntr_summary(s: &SummaryStat) -> Summary {
         p99: whole(q[2]),
         p999: whole(q[3]),
     }
+}
+
+/// The `mntr` summaries (ZooKeeper's BASIC `ServerMetrics` summaries) an ensemble
+/// member's role changes feed, by name.
+pub fn role_summaries(m: &RoleMetrics) -> [(&'static str, &SummaryStat); 5] {
+    [
+        ("election_time", &m.election_time),
+        ("follower_sync_time", &m.follower_sync_time),
+        ("observer_sync_time", &m.observer_sync_time),
+        ("unavailable_time", &m.unavailable_time),
+        ("leader_unavailable_time", &m.leader_unavailable_time),
+    ]
 }
 
 /// ZooKeeper's `zookeeper.nio.sessionlessCnxnTimeout` default, ms: the timeout of a
@@ -287,6 +300,10 @@ pub fn build(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) 
         .chain(ensemble.into_iter().flat_map(|e| {
             [
                 ("diff_count".to_string(), e.diff_count as i64),
+                (
+                    "looking_count".to_string(),
+                    e.role_metrics.looking_count as i64,
+                ),
                 ("proposal_count".to_string(), e.proposal_count as i64),
                 ("snap_count".to_string(), e.snap_count as i64),
             ]
@@ -297,7 +314,14 @@ pub fn build(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) 
             ("updatelatency".into(), mntr_summary(&m.update_latency)),
             ("fsynctime".into(), mntr_summary(&storage.fsync_time)),
             ("snapshottime".into(), mntr_summary(&storage.snapshot_time)),
-        ],
+        ]
+        .into_iter()
+        .chain(ensemble.into_iter().flat_map(|e| {
+            role_summaries(&e.role_metrics)
+                .into_iter()
+                .map(|(name, s)| (name.to_string(), mntr_summary(s)))
+        }))
+        .collect(),
         mntr_summary_sets: summary_sets,
         packets_received: server.stats.packets_received,
         packets_sent: server.stats.packets_sent,
@@ -352,12 +376,9 @@ pub fn build(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) 
                 .map(|s| (s.id, s.timeout_ms))
                 .collect()
         }),
-        // ZooKeeper's `getQuorumSize` is the voting view's size.
-        quorum_size: if ensemble.is_some() {
-            config.servers.iter().filter(|s| !s.observer).count() as u64
-        } else {
-            0
-        },
+        // ZooKeeper's `getQuorumSize` is the voting view's size: the member's current
+        // config's.
+        quorum_size: ensemble.map_or(0, |e| e.voting_members),
         proposal_sizes_last_min_max: ensemble.map_or((-1, -1, -1), |e| e.proposal_sizes),
         ensemble: ensemble.cloned(),
         data_dir_size: [rocks::DB_DIR, zab::SNAP_DIR]
@@ -463,6 +484,8 @@ mod tests {
             snap_count: 1,
             proposal_count: 0,
             proposal_sizes: (-1, -1, -1),
+            voting_members: 3,
+            role_metrics: Default::default(),
             last_election: None,
             looking_since_ms: None,
             config_text: String::new(),

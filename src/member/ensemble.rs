@@ -387,6 +387,7 @@ impl EnsembleCore {
                     LearnerView {
                         sid: l.sid,
                         observer: l.observer,
+                        voting: peer.quorum_config().participants().any(|p| p == l.sid),
                         synced: l.forwarding,
                         acked_zxid: l.acked as i64,
                         lag_txns,
@@ -405,6 +406,8 @@ impl EnsembleCore {
             snap_count: syncs.snap,
             proposal_count: proposals.count,
             proposal_sizes: proposals.sizes(peer.leading_since_ms()),
+            voting_members: peer.quorum_config().participants().count() as u64,
+            role_metrics: self.replica.role_metrics().clone(),
             last_election: last_election.map(|e| ElectionView {
                 started_ms: e.started_ms,
                 ended_ms: e.ended_ms,

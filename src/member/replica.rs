@@ -45,6 +45,7 @@ use crate::proto::opcode as op;
 use crate::proto::wire::decode_request;
 use crate::server::reconfig::ReconfigContext;
 use crate::server::recovery::{decode_snapshot_header, encode_snapshot_header, SnapshotSession};
+use crate::server::stats::SummaryStat;
 use crate::server::{
     self, Forwarded, Outbound, Revalidate, RevalidateReply, Role, Server, Settings, StorageOp,
 };
@@ -113,6 +114,8 @@ pub struct Replica {
     election_started_ms: Option<u64>,
     /// How its last election went.
     last_election: Option<ElectionRecord>,
+    /// The election and sync figures `mntr` and `/metrics` report (see [`RoleMetrics`]).
+    role_metrics: RoleMetrics,
     /// Set from installing a leader's SNAP until the sync ends (UPTODATE, or any other
     /// role change): the txns committed meanwhile apply leniently. A ZooKeeper leader's
     /// SNAP is fuzzy: it serializes its tree while it goes on applying txns, so the
@@ -247,6 +250,107 @@ impl ProposalTimes {
     }
 }
 
+/// What ZooKeeper's `ServerMetrics` count of a member's role changes since it started,
+/// as `mntr` and `/metrics` report them:
+/// - `looking_count`: each time it starts LOOKING (`QuorumPeer.run`'s LOOKING case; a
+///   member starts LOOKING, so a fresh one counts 1; an election begun again while
+///   still LOOKING, and a read-only server's whole LOOKING spell, count once);
+/// - `election_time`: ms from starting to look to starting to lead or follow
+///   (`Leader.lead`, `Follower.followLeader`; an observer records none), also when a
+///   reconfig turns an observer into a follower without an election (0 ms here);
+/// - `follower_sync_time` / `observer_sync_time`: ms from connecting to the leader to
+///   UPTODATE (`Follower.followLeader`, `Observer.observeLeader`), a reconfig's
+///   role change included;
+/// - `unavailable_time` / `leader_unavailable_time`: ms from leaving broadcast (LOOKING,
+///   or a reconfig's role change) to broadcast again, the latter when it then leads
+///   (`QuorumPeer.setZabState`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoleMetrics {
+    /// Times it started LOOKING.
+    pub looking_count: u64,
+    /// See the type's documentation.
+    pub election_time: SummaryStat,
+    /// See the type's documentation.
+    pub follower_sync_time: SummaryStat,
+    /// See the type's documentation.
+    pub observer_sync_time: SummaryStat,
+    /// See the type's documentation.
+    pub unavailable_time: SummaryStat,
+    /// See the type's documentation.
+    pub leader_unavailable_time: SummaryStat,
+    /// When the current election began, ms.
+    looking_since_ms: Option<u64>,
+    /// When it connected to its leader (and as an observer), until UPTODATE.
+    syncing_since_ms: Option<(u64, bool)>,
+    /// When it left broadcast, until it is in broadcast again.
+    unavailable_since_ms: Option<u64>,
+}
+
+impl Default for RoleMetrics {
+    fn default() -> Self {
+        RoleMetrics::starting(0, false)
+    }
+}
+
+impl RoleMetrics {
+    /// The figures of a member starting at `now_ms`, LOOKING or not.
+    pub fn starting(now_ms: u64, looking: bool) -> RoleMetrics {
+        RoleMetrics {
+            looking_count: u64::from(looking),
+            election_time: SummaryStat::default(),
+            follower_sync_time: SummaryStat::default(),
+            observer_sync_time: SummaryStat::default(),
+            unavailable_time: SummaryStat::default(),
+            leader_unavailable_time: SummaryStat::default(),
+            looking_since_ms: looking.then_some(now_ms),
+            syncing_since_ms: None,
+            unavailable_since_ms: Some(now_ms),
+        }
+    }
+
+    /// Counts a role change at `now_ms`; `was_looking`: the member was LOOKING already.
+    pub fn record(&mut self, now_ms: u64, change: RoleChange, was_looking: bool) {
+        let since = |t: Option<u64>| t.map_or(0, |t| now_ms.saturating_sub(t));
+        match change {
+            RoleChange::Looking => {
+                if !was_looking {
+                    self.looking_count += 1;
+                    self.looking_since_ms = Some(now_ms);
+                }
+                self.syncing_since_ms = None;
+                self.unavailable_since_ms.get_or_insert(now_ms);
+            }
+            RoleChange::Leading | RoleChange::Following { .. } | RoleChange::Observing { .. } => {
+                let observer = matches!(change, RoleChange::Observing { .. });
+                if !observer {
+                    self.election_time.add(since(self.looking_since_ms.take()));
+                }
+                self.looking_since_ms = None;
+                self.syncing_since_ms =
+                    (!matches!(change, RoleChange::Leading)).then_some((now_ms, observer));
+                self.unavailable_since_ms.get_or_insert(now_ms);
+            }
+            RoleChange::LeaderEstablished { .. } | RoleChange::LearnerServing { .. } => {
+                if let Some((t, observer)) = self.syncing_since_ms.take() {
+                    let sync = if observer {
+                        &mut self.observer_sync_time
+                    } else {
+                        &mut self.follower_sync_time
+                    };
+                    sync.add(now_ms.saturating_sub(t));
+                }
+                if let Some(t) = self.unavailable_since_ms.take() {
+                    let ms = now_ms.saturating_sub(t);
+                    self.unavailable_time.add(ms);
+                    if matches!(change, RoleChange::LeaderEstablished { .. }) {
+                        self.leader_unavailable_time.add(ms);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// One election of this member, from LOOKING to following or leading.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ElectionRecord {
@@ -357,6 +461,7 @@ impl Replica {
             proposal_times: ProposalTimes::default(),
             election_started_ms: Some(now_ms),
             last_election: None,
+            role_metrics: RoleMetrics::starting(now_ms, looking_since_ms.is_some()),
             fuzzy_sync: false,
             membership,
             looking_since_ms,
@@ -523,6 +628,12 @@ impl Replica {
     /// The syncs this member chose as leader, by mode (see [`SyncCounts`]).
     pub fn sync_counts(&self) -> SyncCounts {
         self.syncs
+    }
+
+    /// The election and sync figures of this member's role changes (see
+    /// [`RoleMetrics`]).
+    pub fn role_metrics(&self) -> &RoleMetrics {
+        &self.role_metrics
     }
 
     /// This member's last finished election, and when it started looking if it is
@@ -725,6 +836,8 @@ impl Replica {
                     RoleChange::LeaderEstablished { epoch } => Role::Leader { epoch },
                     RoleChange::LearnerServing { .. } => Role::Learner,
                 };
+                let was_looking = self.looking_since_ms.is_some();
+                self.role_metrics.record(now_ms, change, was_looking);
                 self.looking_since_ms = match change {
                     RoleChange::Looking => self.looking_since_ms.or(Some(now_ms)),
                     _ => None,
@@ -1199,5 +1312,66 @@ mod tests {
         }
         assert_eq!(t.times.len(), PROPOSAL_TIMES);
         assert_eq!(t.at(0), ProposedAt::Before(12));
+    }
+}
+
+#[cfg(test)]
+mod role_metrics_tests {
+    use super::*;
+
+    /// A member that starts LOOKING, follows, loses its leader, turns observer by a
+    /// reconfig and back: ZooKeeper's counts of the same (a 3.8 ensemble's mntr).
+    #[test]
+    fn counts_as_zookeeper() {
+        let mut m = RoleMetrics::starting(1_000, true);
+        assert_eq!(m.looking_count, 1);
+        m.record(1_000, RoleChange::Looking, true);
+        assert_eq!(m.looking_count, 1, "the first LOOKING is counted once");
+        m.record(1_300, RoleChange::Following { leader: 2 }, true);
+        m.record(
+            1_500,
+            RoleChange::LearnerServing {
+                leader: 2,
+                epoch: 1,
+            },
+            false,
+        );
+        assert_eq!(m.election_time.count(), 1);
+        assert_eq!(m.election_time.sum(), 300);
+        assert_eq!(m.follower_sync_time.sum(), 200);
+        assert_eq!(m.unavailable_time.sum(), 500);
+        // A reconfig: follower -> observer -> follower, no election.
+        m.record(2_000, RoleChange::Observing { leader: 2 }, false);
+        m.record(
+            2_100,
+            RoleChange::LearnerServing {
+                leader: 2,
+                epoch: 1,
+            },
+            false,
+        );
+        assert_eq!((m.looking_count, m.election_time.count()), (1, 1));
+        assert_eq!(m.observer_sync_time.count(), 1);
+        m.record(3_000, RoleChange::Following { leader: 2 }, false);
+        m.record(
+            3_050,
+            RoleChange::LearnerServing {
+                leader: 2,
+                epoch: 1,
+            },
+            false,
+        );
+        assert_eq!(m.election_time.count(), 2);
+        assert_eq!(m.follower_sync_time.count(), 2);
+        assert_eq!(m.unavailable_time.count(), 3);
+        // LOOKING again (twice: an election begun again counts once), then leading.
+        m.record(4_000, RoleChange::Looking, false);
+        m.record(4_100, RoleChange::Looking, true);
+        m.record(4_400, RoleChange::Leading, true);
+        m.record(4_600, RoleChange::LeaderEstablished { epoch: 2 }, false);
+        assert_eq!(m.looking_count, 2);
+        assert_eq!(m.election_time.count(), 3);
+        assert_eq!(m.leader_unavailable_time.sum(), 600);
+        assert_eq!(m.follower_sync_time.count(), 2);
     }
 }

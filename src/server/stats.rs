@@ -40,7 +40,7 @@ const STAT_OVERHEAD_BYTES: u64 = 6 * 8 + 5 * 4;
 /// Count, sum, min and max of every value ever added (units are the caller's: ms for
 /// latencies, bytes for sizes), plus the last [`SummaryStat::window`] values for
 /// percentiles.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SummaryStat {
     count: u64,
     sum: u64,
