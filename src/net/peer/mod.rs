@@ -22,7 +22,8 @@
 //! Bounds: a quorum connection's outgoing queue holds at most
 //! [`PeerParams::queue_bytes`] (bytes, not messages: the core emits a whole DIFF, up to
 //! ~500 PROPOSAL + COMMIT pairs or more from the txn log, in one step, and a SNAP is one
-//! message of any size, which goes alone into an empty queue); an election link's
+//! message of any size, which goes only into an empty queue and does not count against
+//! the bytes, so the packets after it do); an election link's
 //! queue one notification; each connection's read buffer at most one packet (the frame
 //! bound on the election port, `jute.maxbuffer` on the quorum port, a SNAP stream at
 //! most [`PeerParams::max_snapshot_bytes`]); the inbox [`PeerParams::inbox_messages`].

@@ -84,15 +84,35 @@ pub struct QuorumLinkInfo {
     pub queued_bytes: usize,
 }
 
+/// The bytes a message of `len` bytes counts for against a queue of `limit` bytes: a
+/// message larger than the limit (the SNAP of a big tree) counts for none, so the
+/// NEWLEADER and PROPOSALs after it still fit while it is written. It is let only into
+/// an empty queue, so a queue holds at most one such message besides `limit` bytes.
+/// Counting it whole closed every SNAP past the limit at the next packet: a learner
+/// behind a 1,000,000-znode tree (a 100 MB SNAP) was sent it again and again.
+fn charge(len: usize, limit: usize) -> usize {
+    if len > limit {
+        0
+    } else {
+        len
+    }
+}
+
 impl Slot {
-    /// Queues `bytes` unless that would take the queue past `limit` bytes (one message
-    /// larger than the limit, a SNAP, goes alone into an empty queue); `false` if full.
+    /// Queues `bytes` unless that would take the queue past `limit` bytes (see
+    /// [`charge`] for a message larger than the limit); `false` if full.
     fn push(&self, bytes: Bytes, limit: usize) -> bool {
         let len = bytes.len();
-        let before = self.queued.fetch_add(len, Ordering::AcqRel);
-        if before > 0 && before.saturating_add(len) > limit {
-            self.queued.fetch_sub(len, Ordering::AcqRel);
-            return false;
+        if len > limit {
+            if self.counters.queued_packets.load(Ordering::Acquire) > 0 {
+                return false;
+            }
+        } else {
+            let before = self.queued.fetch_add(len, Ordering::AcqRel);
+            if before.saturating_add(len) > limit {
+                self.queued.fetch_sub(len, Ordering::AcqRel);
+                return false;
+            }
         }
         self.counters.sent.fetch_add(1, Ordering::Relaxed);
         self.counters.queued_packets.fetch_add(1, Ordering::Relaxed);
@@ -113,12 +133,15 @@ impl Slot {
 struct QueueRx {
     rx: mpsc::UnboundedReceiver<Bytes>,
     queued: Arc<AtomicUsize>,
+    /// The queue's limit, bytes (what [`charge`] counted a message for).
+    limit: usize,
     counters: Arc<LinkCounters>,
 }
 
 impl QueueRx {
     fn taken(&self, b: Bytes) -> Bytes {
-        self.queued.fetch_sub(b.len(), Ordering::AcqRel);
+        self.queued
+            .fetch_sub(charge(b.len(), self.limit), Ordering::AcqRel);
         self.counters.queued_packets.fetch_sub(1, Ordering::Relaxed);
         b
     }
@@ -199,12 +222,14 @@ impl Slots {
     /// Makes a new connection `peer`'s current one, the old one closing; `first`
     /// goes into its queue.
     /// `remote`: the peer's end of a connection it made, whose first packet was read.
+    /// `limit`: the queue's bytes ([`super::PeerParams::queue_bytes`]).
     fn install(
         &mut self,
         peer: Sid,
         side: Side,
         first: Option<Bytes>,
         remote: Option<SocketAddr>,
+        limit: usize,
     ) -> Installed {
         self.next_generation += 1;
         let generation = self.next_generation;
@@ -228,12 +253,13 @@ impl Slots {
             _close: close_tx,
         };
         if let Some(b) = first {
-            slot.push(b, usize::MAX);
+            slot.push(b, limit);
         }
         let old = self.slots.insert(peer, slot);
         let rx = QueueRx {
             rx,
             queued,
+            limit,
             counters,
         };
         Installed {
@@ -308,10 +334,13 @@ fn open(shared: &Arc<Shared>, to: Sid, msg: &Message) {
     };
     // The core replaces the connection itself: an older loss is no news to it.
     shared.lost.lock().remove(&to);
-    let installed = shared
-        .quorum
-        .lock()
-        .install(to, Side::Learner, Some(bytes), None);
+    let installed = shared.quorum.lock().install(
+        to,
+        Side::Learner,
+        Some(bytes),
+        None,
+        shared.params.queue_bytes,
+    );
     let s = shared.clone();
     shared.spawn(async move {
         let Installed {
@@ -444,7 +473,13 @@ async fn accept(shared: Arc<Shared>, mut stream: PeerStream, addr: SocketAddr) -
                 shared.params.unlisted_links
             )));
         }
-        let installed = slots.install(sid, Side::Leader, None, Some(addr));
+        let installed = slots.install(
+            sid,
+            Side::Leader,
+            None,
+            Some(addr),
+            shared.params.queue_bytes,
+        );
         if installed.replaced {
             shared.lost.lock().insert(sid);
         }
@@ -571,5 +606,27 @@ async fn read_packets(
                 buf.len()
             )));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snap_past_the_limit_goes_into_an_empty_queue_and_packets_after_it_still_fit() {
+        let mut slots = Slots::default();
+        let mut installed = slots.install(2, Side::Leader, None, None, 100);
+        let slot = slots.slots.get(&2).expect("installed");
+        let snap = Bytes::from(vec![0u8; 1000]);
+        let packet = || Bytes::from(vec![1u8; 60]);
+        assert!(slot.push(snap.clone(), 100), "an empty queue takes it");
+        assert!(slot.push(packet(), 100), "a packet after it fits");
+        assert!(!slot.push(packet(), 100), "past the limit: full");
+        assert!(!slot.push(snap.clone(), 100), "another big one: only into an empty queue");
+        assert_eq!(installed.rx.try_recv().map(|b| b.len()), Some(1000));
+        assert_eq!(installed.rx.try_recv().map(|b| b.len()), Some(60));
+        assert_eq!(slot.queued.load(Ordering::Acquire), 0);
+        assert!(slot.push(snap, 100), "empty again");
     }
 }
