@@ -41,6 +41,8 @@ const STORAGE_QUEUE: usize = 65536;
 const STORAGE_EVENTS: usize = 64;
 /// Snapshot chunks handed to the storage thread and not yet written (as standalone).
 const SNAPSHOT_CHUNKS_IN_FLIGHT: usize = 2;
+/// The tick while LOOKING, ms (the usual one is tickTime / 2, at most 100 ms).
+const ELECTION_TICK_MS: u64 = 5;
 
 /// The Zab core's settings from zoo.cfg: this member's id, the participants and
 /// observers of the server.N lines at their config version (the dynamic config file's
@@ -434,12 +436,18 @@ impl EnsembleCore {
         let tick_ms = (u64::from(config.tick_time_ms) / 2).clamp(1, 100);
         let mut tick = tokio::time::interval(Duration::from_millis(tick_ms));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        // While LOOKING, the election's deadlines (the finalize wait's end, re-sends)
+        // are met within ELECTION_TICK_MS rather than a whole tick late: every ms of
+        // an election is a ms without writes.
+        let mut election_tick = tokio::time::interval(Duration::from_millis(ELECTION_TICK_MS));
+        election_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut routes = std::mem::take(&mut self.routes);
         loop {
             if !self.execute(&mut routes).await {
                 return;
             }
             let snapshotting = self.replica.server().snapshot_in_progress();
+            let looking = self.replica.peer().state() == ServerState::Looking;
             tokio::select! {
                 msg = rx.recv() => {
                     let Some(msg) = msg else { return };
@@ -488,6 +496,10 @@ impl EnsembleCore {
                     self.pending.extend(effects);
                 }
                 _ = tick.tick() => {
+                    let effects = self.replica.tick(now_ms() as u64);
+                    self.pending.extend(effects);
+                }
+                _ = election_tick.tick(), if looking => {
                     let effects = self.replica.tick(now_ms() as u64);
                     self.pending.extend(effects);
                 }

@@ -180,6 +180,19 @@ impl Election {
             zxid: n.zxid,
             peer_epoch: n.peer_epoch,
         };
+        // A peer in this round that proposes a worse leader learns ours at once. In
+        // ZooKeeper it learns it only when our vote changes or our notification timeout
+        // re-sends it (finalizeWait at first): a member that stops FOLLOWING a moment
+        // after its peer answered the peer's first notification as a follower, then
+        // votes for itself, waits that long (a killed leader's two followers took
+        // 450-590 ms to elect). Replying is safe: a notification is only a vote, and
+        // one to a worse vote carries what a re-send would.
+        let worse_same_round = n.state == ServerState::Looking
+            && n.election_epoch == self.round
+            && better(ctx, &self.vote, &vote);
+        if worse_same_round {
+            self.reply(ctx, from);
+        }
         if self.finalize_at_ms.is_some() {
             // During the finalize wait only a better vote counts; it reopens the round
             // (ZooKeeper requeues it and continues; anything else it drains unread).

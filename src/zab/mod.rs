@@ -1031,6 +1031,44 @@ mod tests {
         );
     }
 
+    /// A LOOKING member answers a worse vote of its own round with its vote at once,
+    /// not a notification timeout later, and ignores an equal one (no echo loop).
+    #[test]
+    fn a_worse_vote_of_the_same_round_gets_our_vote_back() {
+        let config = Config::new(3, QuorumVerifier::new([1, 2, 3], []), 100, 10, 5);
+        let recovered = Recovered {
+            accepted_epoch: 0,
+            current_epoch: 0,
+            snapshot_zxid: 0,
+            log: Vec::new(),
+        };
+        let (mut peer, _) = Peer::new(config, recovered, 0);
+        let vote = |leader: Sid| Input::Message {
+            from: 1,
+            msg: Message::Notification(Notification {
+                state: ServerState::Looking,
+                leader,
+                zxid: 0,
+                election_epoch: 1,
+                peer_epoch: 0,
+                config: Bytes::new(),
+            }),
+        };
+        let ours_to_1 = |actions: &[Action]| {
+            actions
+                .iter()
+                .filter(|a| {
+                    matches!(a, Action::Send { to: 1, msg: Message::Notification(n) }
+                        if n.leader == 3 && n.election_epoch == 1)
+                })
+                .count()
+        };
+        let actions = peer.step(1, vote(1));
+        assert_eq!(ours_to_1(&actions), 1, "{actions:?}");
+        let actions = peer.step(2, vote(3));
+        assert_eq!(ours_to_1(&actions), 0, "{actions:?}");
+    }
+
     /// A ZooKeeper 3.8.0 follower may ACK the sync's PROPOSALs before NEWLEADER (its
     /// SyncThread races the NEWLEADER ACK): the leader keeps the connection and sends
     /// UPTODATE on the NEWLEADER ACK.
