@@ -3,8 +3,8 @@
 zk_ prefix) and on a keel ensemble (its /metrics, and its `mntr`), step by step.
 
 For each step and member (paired by the part it plays, see the drive script), and each
-metric ZooKeeper shows for local sessions, dynamic reconfig and read-only mode
-(FEATURES: found by diffing ZooKeeper's `mntr` across the steps):
+metric ZooKeeper shows for local sessions, dynamic reconfig and read-only mode, and the
+write path's counters (FEATURES: found by diffing ZooKeeper's `mntr` across the steps):
 - exists: when ZooKeeper's `mntr` has it, keel's /metrics has a family of that name and
   ZooKeeper's type with a value; when it has not (a leader's gauges on a follower, the
   quorum gauges on a read-only member), keel's /metrics has no such family either;
@@ -46,6 +46,11 @@ FEATURES = {
     "min_proposal_size": ("gauge", "moves"),
     "max_proposal_size": ("gauge", "moves"),
     "proposal_count": ("counter", "exact"),
+    # the write path: a synced learner's PROPOSALs and COMMITs (an observer's INFORMs),
+    # the leader's commits
+    "learner_proposal_received_count": ("counter", "moves"),
+    "learner_commit_received_count": ("counter", "moves"),
+    "commit_count": ("counter", "moves"),
     "diff_count": ("counter", "moves"),
     "snap_count": ("counter", "moves"),
     # elections, read-only mode, a reconfig's role change

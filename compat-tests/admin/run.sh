@@ -4,7 +4,8 @@
 # traffic (one Kazoo session: znodes, an ephemeral, watches, a setData); then every
 # four-letter word and every AdminServer command (primary names and aliases, the command
 # listing, an unknown command) is asked of both and compared by shape (compare.py): the
-# same keys and fields with the same value types; values may differ.
+# same keys and fields with the same value types; values may differ. Before the traffic,
+# bytes_received.py checks zk_bytes_received_count by the byte on both.
 #   usage: run.sh            (ports: clients 2300/2301, AdminServer 8300/8301)
 # Exits nonzero on any difference. Work files: $WORK (/tmp/keel-compat/admin).
 set -uo pipefail
@@ -37,6 +38,16 @@ admin.serverPort=$ZK_ADMIN" || { cat "$WORK/zk/log" >&2; exit 1; }
 start_server keel "$WORK/keel" $KEEL_PORT "admin.enableServer=true
 admin.serverPort=$KEEL_ADMIN" || { cat "$WORK/keel/log" >&2; exit 1; }
 
+# zk_bytes_received_count by the byte, on both, while no other client is connected.
+for kind in zk keel; do
+  port=$ZK_PORT; [ $kind = keel ] && port=$KEEL_PORT
+  if out=$(python3 "$HERE/bytes_received.py" $port 2>&1); then
+    echo "same  $kind $out"
+  else
+    echo "DIFF  $kind $out"; BYTES_FAILED=1
+  fi
+done
+
 # One session per server that stays open while the commands are asked.
 for kind in zk keel; do
   port=$ZK_PORT; [ $kind = keel ] && port=$KEEL_PORT
@@ -50,6 +61,7 @@ done
 
 python3 "$HERE/compare.py" $ZK_PORT $ZK_ADMIN $KEEL_PORT $KEEL_ADMIN | tee "$WORK/result.txt"
 status=${PIPESTATUS[0]}
+[ "${BYTES_FAILED:-0}" = 1 ] && status=1
 
 # An AdminServer port that cannot be bound stops start-up: ZooKeeper exits with status 4
 # ("Unable to start AdminServer, exiting abnormally"); keel must do the same. Each tries

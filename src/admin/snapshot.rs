@@ -291,6 +291,7 @@ pub fn build(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) 
                 "connection_request_count".to_string(),
                 m.connection_requests as i64,
             ),
+            ("bytes_received_count".to_string(), m.bytes_received as i64),
             (
                 "local_sessions".to_string(),
                 server.local_session_count() as i64,
@@ -300,6 +301,18 @@ pub fn build(server: &Server, config: &Config, ensemble: Option<&EnsembleView>) 
         .chain(ensemble.into_iter().flat_map(|e| {
             [
                 ("diff_count".to_string(), e.diff_count as i64),
+                (
+                    "learner_proposal_received_count".to_string(),
+                    e.role_metrics.learner_proposals_received as i64,
+                ),
+                (
+                    "learner_commit_received_count".to_string(),
+                    e.role_metrics.learner_commits_received as i64,
+                ),
+                (
+                    "commit_count".to_string(),
+                    e.role_metrics.leader_commits as i64,
+                ),
                 (
                     "looking_count".to_string(),
                     e.role_metrics.looking_count as i64,

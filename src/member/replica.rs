@@ -278,6 +278,14 @@ pub struct RoleMetrics {
     pub unavailable_time: SummaryStat,
     /// See the type's documentation.
     pub leader_unavailable_time: SummaryStat,
+    /// PROPOSALs a learner received once synced (`Follower.processPacket`:
+    /// `zk_learner_proposal_received_count`).
+    pub learner_proposals_received: u64,
+    /// COMMITs a follower and INFORMs an observer received once synced
+    /// (`zk_learner_commit_received_count`).
+    pub learner_commits_received: u64,
+    /// Txns committed while leading (`Leader.commit`: `zk_commit_count`).
+    pub leader_commits: u64,
     /// When the current election began, ms.
     looking_since_ms: Option<u64>,
     /// When it connected to its leader (and as an observer), until UPTODATE.
@@ -302,6 +310,9 @@ impl RoleMetrics {
             observer_sync_time: SummaryStat::default(),
             unavailable_time: SummaryStat::default(),
             leader_unavailable_time: SummaryStat::default(),
+            learner_proposals_received: 0,
+            learner_commits_received: 0,
+            leader_commits: 0,
             looking_since_ms: looking.then_some(now_ms),
             syncing_since_ms: None,
             unavailable_since_ms: Some(now_ms),
@@ -517,7 +528,7 @@ impl Replica {
 
     /// A client connection's input: `Connected`, `OldClient`, `Authenticated`,
     /// `Handshake`, `Request` (with its record's bytes: see
-    /// [`server::Input::Request`]) or `Disconnected`. The ensemble's inputs (role,
+    /// [`server::Input::Request`]), `Received` or `Disconnected`. The ensemble's inputs (role,
     /// commits, forwarded requests) come from Zab only; one given here is a bug of
     /// the caller and is dropped (a debug build panics).
     pub fn client(&mut self, now_ms: u64, input: server::Input) -> Vec<Effect> {
@@ -529,6 +540,7 @@ impl Replica {
                 | server::Input::Handshake { .. }
                 | server::Input::Request { .. }
                 | server::Input::Disconnected { .. }
+                | server::Input::Received { .. }
         );
         debug_assert!(from_client, "not a client input: {input:?}");
         if from_client && self.halted.is_none() {
@@ -706,6 +718,19 @@ impl Replica {
     fn zab(&mut self, now_ms: u64, input: zab::Input) {
         if self.halted.is_some() {
             return;
+        }
+        if let zab::Input::Message { msg, .. } = &input {
+            // A synced learner's broadcast packets (ZooKeeper counts them in
+            // Follower/Observer.processPacket, which runs after syncWithLeader).
+            if self.server.role() == Role::Learner {
+                match msg {
+                    Message::Proposal { .. } => self.role_metrics.learner_proposals_received += 1,
+                    Message::Commit { .. } | Message::Inform { .. } => {
+                        self.role_metrics.learner_commits_received += 1
+                    }
+                    _ => {}
+                }
+            }
         }
         let actions = self.peer.step(now_ms, input);
         self.run(now_ms, actions);
@@ -978,10 +1003,14 @@ impl Replica {
     /// Zab committed every logged txn up to `upto`: apply them in zxid order.
     fn commit(&mut self, now: i64, upto: Zxid) {
         let mut own = false;
+        let leading = matches!(self.server.role(), Role::Leader { .. });
         while self.uncommitted.front().is_some_and(|t| t.zxid <= upto) {
             let Some(t) = self.uncommitted.pop_front() else {
                 break;
             };
+            if leading {
+                self.role_metrics.leader_commits += 1;
+            }
             if self.own_from.is_some_and(|first| t.zxid >= first) {
                 // The server holds it prepped, with whoever waits for it.
                 own = true;

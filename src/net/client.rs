@@ -467,6 +467,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         // frame still lets the ones before it through, then closes the connection.
         let mut inputs = Vec::new();
         let mut malformed = None;
+        let mut received_bytes = 0u64;
         loop {
             let packet = match take_frame(buf, params.max_buffer) {
                 Ok(Some(p)) => p,
@@ -476,6 +477,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
                     break;
                 }
             };
+            received_bytes += 4 + packet.len() as u64;
             let input = if handshaken {
                 match decode_request(&packet) {
                     Ok((xid, opcode, req)) => Input::Request {
@@ -516,6 +518,11 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
                 }
             };
             inputs.push(input);
+        }
+        if received_bytes > 0 {
+            inputs.push(Input::Received {
+                bytes: received_bytes,
+            });
         }
         if !inputs.is_empty() && core_tx.send(ToCore::Inputs(inputs)).await.is_err() {
             return Ok(());

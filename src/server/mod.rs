@@ -72,6 +72,11 @@ pub enum Input {
     },
     /// The connection is gone (closed by the client, an error, or a Close we asked for).
     Disconnected { conn: ConnId },
+    /// Bytes of whole client frames read, each with its 4-byte length prefix, the
+    /// ConnectRequest's included: `zk_bytes_received_count` (ZooKeeper's
+    /// `ServerCnxn.packetReceived`, called with `4 + length` for every frame read). The
+    /// runtime sends one per batch of frames it reads.
+    Received { bytes: u64 },
     /// Time passed: expire sessions, reap containers and TTL nodes.
     Tick,
     /// Every txn up to this zxid is committed: standalone, durable in the txn log; on a
@@ -549,6 +554,7 @@ impl Server {
             Input::Touched { sessions } => self.touched_remotely(&sessions),
             Input::SyncReply => self.sync_replied(),
             Input::Apply(txn) => self.apply_committed(txn),
+            Input::Received { bytes } => self.stats.metrics.bytes_received += bytes,
         }
     }
 

@@ -329,6 +329,9 @@ pub struct Metrics {
     /// Client connections registered with the state machine (`connection_request_count`;
     /// four-letter-word connections are not, as in ZooKeeper).
     pub connection_requests: u64,
+    /// Bytes of client frames read (`bytes_received_count`, see
+    /// [`super::Input::Received`]).
+    pub bytes_received: u64,
     /// Filled by the storage thread.
     pub storage: StorageStats,
 }
@@ -345,6 +348,7 @@ impl Metrics {
         self.write_per_namespace.reset();
         self.response_size = BufferStats::default();
         self.connection_requests = 0;
+        self.bytes_received = 0;
         self.storage.reset_times();
     }
 }
