@@ -1,8 +1,9 @@
 """`zk_bytes_received_count` by the byte: a raw client sends a ConnectRequest, a create,
 a getData, an exists, a delete and a closeSession, each frame of a known size, and
 the server's `mntr` value must have grown by exactly the sum of the frames, each with its
-4-byte length prefix (ZooKeeper's ServerCnxn.packetReceived(4 + length)). 4lw
-connections are not counted. Run it while no other client is connected.
+4-byte length prefix (ZooKeeper's ServerCnxn.packetReceived(4 + length)), plus 4 for
+the `mntr` that reads the value after (a four-letter word counts as a 4-byte packet
+before it runs). Run it while no other client is connected.
 
     usage: bytes_received.py PORT
 Prints "bytes_received_count: +N (expected +M)"; exit 1 when they differ.
@@ -69,7 +70,7 @@ frames = [
     # closeSession
     struct.pack(">ii", 5, -11),
 ]
-expected = sum(4 + len(f) for f in frames)
+expected = sum(4 + len(f) for f in frames) + 4
 
 before = mntr_value()
 with socket.create_connection(("127.0.0.1", PORT), timeout=10) as s:

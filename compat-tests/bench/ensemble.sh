@@ -39,7 +39,8 @@
 # $BENCH_DIR/charts/ensemble-*.svg (charts.py); raw client output in $BENCH_DIR/raw. Exit 0
 # when every run succeeded (targets met or not), 1 when one failed.
 # Environment: KEEL_BIN (copied into $BENCH_DIR), ZK_HEAP (1g), BENCH_DIR
-# (/tmp/keel-bench-ensemble), BENCH_PORT (ZooKeeper's base port 2940; keel's is +30).
+# (/tmp/keel-bench-ensemble), BENCH_PORT (ZooKeeper's base port 2940; keel's is +30),
+# BENCH_KINDS ("zk keel"; "keel" alone to look at one side: its table has no ratios).
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -71,7 +72,7 @@ if [ $QUICK = 1 ]; then K=1000; N=10000; K1=200; N1=1000; FILL=50000; KILLS=2; F
 else K=10000; N=100000; K1=2000; N1=5000; FILL=1000000; KILLS=5; FO_MS=15000; fi
 FO_BEFORE_S=3   # failover: seconds of load before the kill
 PHASES=(create get set mixed delete)
-KINDS=(zk keel)
+read -r -a KINDS <<< "${BENCH_KINDS:-zk keel}"
 EXTRA_CFG=snapCount=100000
 
 if [ ! -x "$KEEL_BIN" ]; then

@@ -189,6 +189,10 @@ pub(crate) fn handle(
         ToCore::FourLetter { word, peer, reply } => {
             let ensemble = sink.ensemble_view();
             let server = sink.server_mut();
+            // ZooKeeper counts a known word as a 4-byte packet received before it runs
+            // it, listed or not (NIOServerCnxn.checkFourLetterWord: packetReceived(4)).
+            server.stats.packets_received += 1;
+            server.stats.metrics.bytes_received += 4;
             let text = if config.allows_four_letter_word(&word) {
                 match word.as_str() {
                     "srst" => server.reset_stats(),

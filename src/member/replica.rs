@@ -284,7 +284,8 @@ pub struct RoleMetrics {
     /// COMMITs a follower and INFORMs an observer received once synced
     /// (`zk_learner_commit_received_count`).
     pub learner_commits_received: u64,
-    /// Txns committed while leading (`Leader.commit`: `zk_commit_count`).
+    /// Txns committed while leading, reconfigs not (`Leader.commit`:
+    /// `zk_commit_count`).
     pub leader_commits: u64,
     /// When the current election began, ms.
     looking_since_ms: Option<u64>,
@@ -1008,7 +1009,9 @@ impl Replica {
             let Some(t) = self.uncommitted.pop_front() else {
                 break;
             };
-            if leading {
+            if leading && !zab::reconfig::is_reconfig_txn(&t.data) {
+                // A reconfig is committed with COMMITANDACTIVATE, which ZooKeeper's
+                // Leader.commitAndActivate does not count.
                 self.role_metrics.leader_commits += 1;
             }
             if self.own_from.is_some_and(|first| t.zxid >= first) {

@@ -17,9 +17,7 @@ use crate::proto::opcode as op;
 /// verifier. `None` for any other txn, or a reconfig whose text does not parse (a
 /// ZooKeeper member would fail on it; keel keeps going with its config unchanged).
 pub fn config_of_txn(payload: &[u8]) -> Option<QuorumVerifier> {
-    // The type is the header's last field, bytes 28..32: skip decoding other txns.
-    let kind = i32::from_be_bytes(payload.get(28..32)?.try_into().ok()?);
-    if kind != op::RECONFIG {
+    if !is_reconfig_txn(payload) {
         return None;
     }
     match parse_payload(payload, 0).ok()? {
@@ -28,6 +26,14 @@ pub fn config_of_txn(payload: &[u8]) -> Option<QuorumVerifier> {
         }
         _ => None,
     }
+}
+
+/// Whether a txn payload is a reconfig's (TxnHeader type 16): the type is the header's
+/// last field, bytes 28..32, read without decoding the rest.
+pub fn is_reconfig_txn(payload: &[u8]) -> bool {
+    payload
+        .get(28..32)
+        .is_some_and(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]) == op::RECONFIG)
 }
 
 /// The verifiers a proposal or the NEWLEADER quorum must satisfy: the current config,

@@ -623,7 +623,10 @@ mod tests {
         assert!(slot.push(snap.clone(), 100), "an empty queue takes it");
         assert!(slot.push(packet(), 100), "a packet after it fits");
         assert!(!slot.push(packet(), 100), "past the limit: full");
-        assert!(!slot.push(snap.clone(), 100), "another big one: only into an empty queue");
+        assert!(
+            !slot.push(snap.clone(), 100),
+            "another big one: only into an empty queue"
+        );
         assert_eq!(installed.rx.try_recv().map(|b| b.len()), Some(1000));
         assert_eq!(installed.rx.try_recv().map(|b| b.len()), Some(60));
         assert_eq!(slot.queued.load(Ordering::Acquire), 0);
