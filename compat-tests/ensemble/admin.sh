@@ -75,6 +75,17 @@ capture() {
     done
     echo "$i" > "$out/$mode.sid"
     for w in $words; do word "$p" $w > "$out/$mode.$w"; done
+    # ZooKeeper's 4lw dump reads an expiry queue's count and its buckets without a lock
+    # (ExpiryQueue.dump): a session being moved to its next bucket can be in neither
+    # (a CI run, 2026-12-04: "Local Session Sets (2)/(1)" over two empty buckets). Such
+    # a dump is retaken (up to 5 times); admin_compare.py reports one that stays so.
+    for try in 1 2 3 4 5; do
+      [ -n "${EXTRA:-}" ] || break
+      python3 "$HERE/admin_compare.py" --dump-consistent "$out/$mode.dump" 2>/dev/null && break
+      echo "$kind $mode dump lists fewer entries than it counts (try $try); retaking it" >&2
+      sleep 0.3
+      word "$p" dump > "$out/$mode.dump"
+    done
     for c in $commands; do
       curl -s "http://127.0.0.1:$((ENSEMBLE_ADMIN_BASE + i))/commands/$c" > "$out/$mode.$c.json"
     done
