@@ -39,6 +39,10 @@ const ADMIN_QUEUE: usize = 64;
 const STORAGE_QUEUE: usize = 65536;
 /// Answers of the storage thread's DIFF reads waiting for the core.
 const STORAGE_EVENTS: usize = 64;
+/// A peer message whose handling takes this long is logged, ms: the core serves
+/// nothing meanwhile, and a learner or follower waits syncLimit ticks at most.
+const SLOW_STEP_MS: u64 = 200;
+
 /// Snapshot chunks handed to the storage thread and not yet written (as standalone).
 const SNAPSHOT_CHUNKS_IN_FLIGHT: usize = 2;
 /// The tick while LOOKING, ms (the usual one is tickTime / 2, at most 100 ms).
@@ -466,11 +470,36 @@ impl EnsembleCore {
                 input = inbox.recv() => {
                     let now = now_ms() as u64;
                     let effects = match input {
+                        zab::Input::Message { from, msg: msg @ Message::Snap { .. } } => {
+                            // The SNAP's parts, for the catch-up figures (issue 16): the
+                            // stream as it arrived, then its reading into the tree
+                            // (the "installing" line follows when that is done).
+                            let bytes = match &msg {
+                                Message::Snap { snapshot, .. } => snapshot.len(),
+                                _ => 0,
+                            };
+                            tracing::info!(from, bytes, "the leader's SNAP stream is in; reading it");
+                            let read = std::time::Instant::now();
+                            let effects = self.replica.message(now, from, msg);
+                            tracing::info!(
+                                elapsed_ms = read.elapsed().as_millis() as u64,
+                                "the leader's SNAP stream read into the tree"
+                            );
+                            effects
+                        }
                         zab::Input::Message { from, msg } => {
+                            let kind = msg.packet_type().unwrap_or(0);
+                            let started = std::time::Instant::now();
                             if !matches!(msg, Message::Proposal { .. } | Message::Commit { .. } | Message::Ack { .. } | Message::Ping { .. }) {
                                 tracing::debug!(from, kind = msg.packet_type().unwrap_or(0), "peer message");
                             }
-                            self.replica.message(now, from, msg)
+                            let effects = self.replica.message(now, from, msg);
+                            let busy_ms = started.elapsed().as_millis() as u64;
+                            if busy_ms >= SLOW_STEP_MS {
+                                // A leader sending a SNAP serializes its whole tree here.
+                                tracing::info!(from, kind, busy_ms, "a peer message kept the core busy");
+                            }
+                            effects
                         }
                         zab::Input::Disconnected { peer } => self.replica.disconnected(now, peer),
                         other => {
@@ -596,7 +625,16 @@ impl EnsembleCore {
                 ) {
                     tracing::debug!(to, kind = msg.packet_type().unwrap_or(0), "sending");
                 }
+                let started = std::time::Instant::now();
+                let snap = matches!(msg, Message::Snap { .. });
                 self.peers.send(to, msg);
+                if snap {
+                    tracing::info!(
+                        to,
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "SNAP stream queued"
+                    );
+                }
                 return true;
             }
             Action::CloseConnection { peer } => {

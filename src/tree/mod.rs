@@ -55,10 +55,11 @@ pub struct DataTree {
     /// [`digest::DIGEST_LOG_LIMIT`] (DataTree.digestLog).
     digest_log: VecDeque<(i64, i64)>,
     /// Children counted while loading in path order ([`DataTree::insert_loaded`]) but not
-    /// yet added to their parents' `numChildren`: one update per parent at the end
-    /// ([`DataTree::finish_loading`]) instead of one per child (a million-child parent
-    /// would otherwise be taken out of the set and put back a million times).
-    loading_children: HashMap<String, i32>,
+    /// yet added to their parents' `numChildren`, one entry per run of siblings (path
+    /// order keeps siblings together, but for their own subtrees): one update per run at
+    /// the end ([`DataTree::finish_loading`]) instead of one per child (a million-child
+    /// parent would otherwise be taken out of the set and put back a million times).
+    loading_children: Vec<(String, i32)>,
     /// Znodes loaded in path order and not yet in `nodes`: packed into full leaves
     /// every [`LOAD_BATCH`] and by [`DataTree::finish_loading`] (sorted input needs no
     /// searches).
@@ -121,7 +122,7 @@ impl DataTree {
             acls: AclCache::new(),
             digest: 0,
             digest_log: VecDeque::new(),
-            loading_children: HashMap::new(),
+            loading_children: Vec::new(),
             loading: Vec::new(),
         }
     }
@@ -557,11 +558,11 @@ impl DataTree {
         if path != "/" {
             let (parent, name) = path::split(path);
             if in_order {
-                match self.loading_children.get_mut(parent) {
-                    Some(n) => *n = n.wrapping_add(1),
-                    None => {
-                        self.loading_children.insert(parent.to_string(), 1);
-                    }
+                // Siblings load one after another (path order), so a run per parent
+                // is a compare, not a hash, per znode.
+                match self.loading_children.last_mut() {
+                    Some((p, n)) if p == parent => *n = n.wrapping_add(1),
+                    _ => self.loading_children.push((parent.to_string(), 1)),
                 }
             } else {
                 self.modify(parent, |p| {

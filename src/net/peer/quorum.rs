@@ -276,6 +276,8 @@ fn encode(msg: &Message, side: Side) -> Option<Bytes> {
     // of a PROPOSAL: growing from empty reallocated three times per packet.
     let data = match msg {
         Message::Proposal { txn, .. } => txn.len(),
+        // The stream and its signature after the packet.
+        Message::Snap { snapshot, .. } => snapshot.len() + 16,
         _ => 0,
     };
     let mut b = BytesMut::with_capacity(64 + data);
@@ -577,6 +579,11 @@ async fn read_packets(
                 match from_packet(&packet).map_err(invalid)? {
                     Inbound::Message(m) => m,
                     Inbound::Snap { zxid } => {
+                        info!(
+                            peer,
+                            zxid = format!("0x{zxid:x}"),
+                            "SNAP from the leader: receiving its stream"
+                        );
                         let scan = SnapScan::new(shared.limits, shared.params.max_snapshot_bytes);
                         snap = Some((zxid, scan));
                         continue;

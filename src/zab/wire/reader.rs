@@ -149,6 +149,18 @@ impl<'a> Input<'a> {
         }
     }
 
+    /// A znode path borrowed from the input: [`Input::path`] without the copy.
+    ///
+    /// Errors: null, or not UTF-8.
+    pub fn path_ref(&mut self, what: &str) -> Result<&'a str, Malformed> {
+        let at = self.offset();
+        match self.buffer(what)? {
+            None => Err(Malformed::at(at, format!("{what}: null path"))),
+            Some(b) => std::str::from_utf8(b)
+                .map_err(|_| Malformed::at(at, format!("{what}: not valid UTF-8"))),
+        }
+    }
+
     /// A vector count (null = 0), checked against the bytes left so a damaged count
     /// cannot make us allocate: every item takes at least `min_item_bytes`.
     pub fn count(&mut self, what: &str, min_item_bytes: usize) -> Result<usize, Malformed> {
