@@ -491,7 +491,7 @@ impl EnsembleCore {
                             let kind = msg.packet_type().unwrap_or(0);
                             let started = std::time::Instant::now();
                             if !matches!(msg, Message::Proposal { .. } | Message::Commit { .. } | Message::Ack { .. } | Message::Ping { .. }) {
-                                tracing::debug!(from, kind = msg.packet_type().unwrap_or(0), "peer message");
+                                tracing::debug!(from, kind, "peer message");
                             }
                             let effects = self.replica.message(now, from, msg);
                             let busy_ms = started.elapsed().as_millis() as u64;

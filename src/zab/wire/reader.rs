@@ -141,12 +141,7 @@ impl<'a> Input<'a> {
     ///
     /// Errors: null, or not UTF-8.
     pub fn path(&mut self, what: &str) -> Result<String, Malformed> {
-        let at = self.offset();
-        match self.buffer(what)? {
-            None => Err(Malformed::at(at, format!("{what}: null path"))),
-            Some(b) => String::from_utf8(b.to_vec())
-                .map_err(|_| Malformed::at(at, format!("{what}: not valid UTF-8"))),
-        }
+        self.path_ref(what).map(str::to_owned)
     }
 
     /// A znode path borrowed from the input: [`Input::path`] without the copy.

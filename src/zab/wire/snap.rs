@@ -220,15 +220,13 @@ pub fn read_stream<'a>(
                     format!("znode {node_path} comes before its parent {parent}"),
                 ));
             }
+            last_parent = parent;
         }
         if !seen.insert(node_path) {
             return Err(Malformed::at(
                 at,
                 format!("znode {node_path} appears twice"),
             ));
-        }
-        if node_path != "/" {
-            last_parent = path::split(node_path).0;
         }
         let data = r.buffer("znode data")?;
         let acl_at = r.offset();
