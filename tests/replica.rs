@@ -349,6 +349,18 @@ impl Cluster {
                 self.execute(sid, effects);
                 continue;
             }
+            // A leader writes a SNAP in steps between its other inputs.
+            let sending = (1..=3).find(|&s| self.alive(s) && self.replica(s).snap_sending());
+            if let Some(sid) = sending {
+                let effects = self
+                    .node(sid)
+                    .replica
+                    .as_mut()
+                    .expect("alive")
+                    .snap_step(now);
+                self.execute(sid, effects);
+                continue;
+            }
             let unsynced = (1..=3).find(|&s| self.alive(s) && self.node(s).storage.has_unsynced());
             let Some(sid) = unsynced else {
                 return;

@@ -451,6 +451,7 @@ impl EnsembleCore {
                 return;
             }
             let snapshotting = self.replica.server().snapshot_in_progress();
+            let snap_sending = self.replica.snap_sending();
             let looking = self.replica.peer().state() == ServerState::Looking;
             tokio::select! {
                 msg = rx.recv() => {
@@ -496,7 +497,6 @@ impl EnsembleCore {
                             let effects = self.replica.message(now, from, msg);
                             let busy_ms = started.elapsed().as_millis() as u64;
                             if busy_ms >= SLOW_STEP_MS {
-                                // A leader sending a SNAP serializes its whole tree here.
                                 tracing::info!(from, kind, busy_ms, "a peer message kept the core busy");
                             }
                             effects
@@ -530,6 +530,12 @@ impl EnsembleCore {
                 }
                 _ = election_tick.tick(), if looking => {
                     let effects = self.replica.tick(now_ms() as u64);
+                    self.pending.extend(effects);
+                }
+                // A SNAP to a learner, a step at a time between the other inputs (the
+                // select picks among the ready branches at random).
+                _ = std::future::ready(()), if snap_sending => {
+                    let effects = self.replica.snap_step(now_ms() as u64);
                     self.pending.extend(effects);
                 }
                 slot = chunk_slots.acquire(), if snapshotting => {

@@ -12,6 +12,7 @@ pub mod dynamic_config;
 pub mod ensemble;
 pub mod recover;
 pub mod replica;
+pub mod snap_send;
 
 use crate::admin::core_handle::CoreHandle;
 use crate::config::Config;

@@ -41,6 +41,7 @@ use std::collections::{HashMap, VecDeque};
 use bytes::{Bytes, BytesMut};
 
 use crate::import::passwd::session_passwd;
+use crate::member::snap_send::{Finished, SnapSends, SNAP_STEP_BYTES};
 use crate::proto::opcode as op;
 use crate::proto::wire::decode_request;
 use crate::server::reconfig::ReconfigContext;
@@ -116,16 +117,19 @@ pub struct Replica {
     last_election: Option<ElectionRecord>,
     /// The election and sync figures `mntr` and `/metrics` report (see [`RoleMetrics`]).
     role_metrics: RoleMetrics,
-    /// Set from installing a leader's SNAP until the sync ends (UPTODATE, or any other
-    /// role change): the txns committed meanwhile apply leniently. A ZooKeeper leader's
-    /// SNAP is fuzzy: it serializes its tree while it goes on applying txns, so the
-    /// tree may already hold txns after the SNAP's zxid, which then come as proposals
-    /// and commits and would find their znode created or deleted already. Every such
-    /// txn is committed before UPTODATE (it was applied during the serialization,
-    /// before the learner could ACK NEWLEADER). ZooKeeper ignores NODEEXISTS and NONODE
-    /// there (DataTree.processTxn, as FileTxnSnapLog.processTransaction at start-up);
-    /// keel applies them as its recovery does (`Server::set_lenient_upto`). A keel
-    /// leader's SNAP is exact, and its txns apply the same either way.
+    /// Set from start-up and from installing a leader's SNAP until this member serves
+    /// again (UPTODATE, or its leadership established): the txns committed meanwhile
+    /// apply leniently, as the tree may already hold some of them. A SNAP is fuzzy
+    /// (ZooKeeper's leader, and keel's, [`crate::member::snap_send`], serialize the tree
+    /// while they go on applying txns), so the tree may hold txns after the SNAP's zxid,
+    /// which then come as proposals and commits and would find their znode created or
+    /// deleted already; every such txn is committed before UPTODATE (it was applied
+    /// during the serialization, before the learner could ACK NEWLEADER). The snapshot
+    /// a member starts from is fuzzy the same way: its own periodic one, or a SNAP it
+    /// installed and crashed before the txns after it were durable, which a leader then
+    /// sends again. ZooKeeper ignores NODEEXISTS and NONODE there (DataTree.processTxn,
+    /// as FileTxnSnapLog.processTransaction at start-up); keel applies them as its
+    /// recovery does (`Server::set_lenient_upto`).
     fuzzy_sync: bool,
     /// The ensemble's membership text ([`crate::config::Config::membership`]), which
     /// `/zookeeper/config` holds.
@@ -137,6 +141,11 @@ pub struct Replica {
     read_only_grace_ms: Option<u64>,
     /// `standaloneEnabled` (true): a reconfig then needs 2 voters, else 1.
     standalone_enabled: bool,
+    /// While leading: the SNAPs being written to learners, in steps ([`Replica::snap_step`]).
+    snap_sends: SnapSends,
+    /// Stream bytes per [`Replica::snap_step`] ([`SNAP_STEP_BYTES`]; the simulation
+    /// makes steps small so that txns apply between them).
+    snap_step_bytes: usize,
 }
 
 /// The least time, ms, a member waits in LOOKING before it turns read-only (ZooKeeper's
@@ -474,11 +483,13 @@ impl Replica {
             election_started_ms: Some(now_ms),
             last_election: None,
             role_metrics: RoleMetrics::starting(now_ms, looking_since_ms.is_some()),
-            fuzzy_sync: false,
+            fuzzy_sync: true,
             membership,
             looking_since_ms,
             read_only_grace_ms: None,
             standalone_enabled: true,
+            snap_sends: SnapSends::default(),
+            snap_step_bytes: SNAP_STEP_BYTES,
         };
         replica.run(now_ms, actions);
         let effects = replica.take();
@@ -490,6 +501,45 @@ impl Replica {
     /// read-only clients ([`Role::ReadOnly`]) until it leaves LOOKING.
     pub fn enable_read_only_mode(&mut self, tick_ms: u64) {
         self.read_only_grace_ms = Some(tick_ms.max(READ_ONLY_GRACE_MIN_MS));
+    }
+
+    /// Sets the stream bytes a [`Replica::snap_step`] writes (default
+    /// [`SNAP_STEP_BYTES`]); at least 1.
+    pub fn set_snap_step_bytes(&mut self, bytes: usize) {
+        self.snap_step_bytes = bytes.max(1);
+    }
+
+    /// Whether this member has not served since it started or installed a leader's
+    /// SNAP: its tree may already hold txns after its applied zxid (snapshots are
+    /// fuzzy), so it equals another member's at the same zxid only once it serves.
+    pub fn in_fuzzy_sync(&self) -> bool {
+        self.fuzzy_sync
+    }
+
+    /// Whether a SNAP to a learner is being written: call [`Replica::snap_step`]
+    /// between other inputs until it is not.
+    pub fn snap_sending(&self) -> bool {
+        !self.snap_sends.is_empty()
+    }
+
+    /// Writes the next step of a SNAP in progress (see [`crate::member::snap_send`]);
+    /// once one is finished, its `Send`s: the SNAP, then what was held behind it.
+    pub fn snap_step(&mut self, now_ms: u64) -> Vec<Effect> {
+        if self.halted.is_none() {
+            let bytes = self.snap_step_bytes;
+            if let Some(done) = self.snap_sends.step(&self.server.tree, bytes, now_ms) {
+                self.release(done);
+            }
+        }
+        self.take()
+    }
+
+    /// The `Send`s of a finished SNAP, in order.
+    fn release(&mut self, done: Finished) {
+        for msg in done.messages {
+            self.effects
+                .push(Effect::Zab(Action::Send { to: done.to, msg }));
+        }
     }
 
     /// `standaloneEnabled=false`: a reconfig may leave a single voter (ZooKeeper's
@@ -579,6 +629,7 @@ impl Replica {
 
     /// The quorum connection to `peer` broke or a connect to it failed.
     pub fn disconnected(&mut self, now_ms: u64, peer: Sid) -> Vec<Effect> {
+        self.snap_sends.forget(peer);
         self.zab(now_ms, zab::Input::Disconnected { peer });
         self.take()
     }
@@ -711,6 +762,7 @@ impl Replica {
             return;
         }
         tracing::error!(%reason, "replica halted: its Zab core and state machine disagree");
+        self.snap_sends.clear();
         self.halted = Some(reason.clone());
         self.effects.push(Effect::Halt { reason });
     }
@@ -853,7 +905,18 @@ impl Replica {
         self.report(&action);
         match action {
             Action::RoleChanged(change) => {
-                self.fuzzy_sync = false;
+                if matches!(
+                    change,
+                    RoleChange::LearnerServing { .. } | RoleChange::LeaderEstablished { .. }
+                ) {
+                    self.fuzzy_sync = false;
+                }
+                if !matches!(
+                    change,
+                    RoleChange::Leading | RoleChange::LeaderEstablished { .. }
+                ) {
+                    self.snap_sends.clear();
+                }
                 let role = match change {
                     RoleChange::Looking
                     | RoleChange::Leading
@@ -904,11 +967,10 @@ impl Replica {
                         "asked to send a snapshot at {zxid:#x} with {applied:#x} applied"
                     ));
                 }
-                let snapshot = encode_stream(&self.server);
-                self.effects.push(Effect::Zab(Action::Send {
-                    to,
-                    msg: Message::Snap { zxid, snapshot },
-                }));
+                // Written in steps (snap_step), fuzzy as ZooKeeper's: see snap_send.
+                let sessions = stream_sessions(&self.server);
+                self.snap_sends
+                    .start(&self.server.tree, &sessions, to, zxid, now_ms);
             }
             Action::InstallSnapshot { zxid, snapshot } => {
                 let state = match decode_stream(&snapshot, zxid) {
@@ -952,10 +1014,13 @@ impl Replica {
                         (id, timeout)
                     })
                     .collect();
-                self.effects.push(Effect::Zab(Action::Send {
-                    to,
-                    msg: Message::Ping { zxid, touched },
-                }));
+                self.send(to, Message::Ping { zxid, touched });
+            }
+            Action::Send { to, msg } => self.send(to, msg),
+            Action::CloseConnection { peer } => {
+                self.snap_sends.forget(peer);
+                self.effects
+                    .push(Effect::Zab(Action::CloseConnection { peer }));
             }
             Action::ConfigActivated { config } => {
                 // What `/zookeeper/config` is written with after a sync from now on
@@ -1166,8 +1231,13 @@ impl Replica {
         }
     }
 
+    /// Sends `msg` to `to`, or holds it behind a SNAP being written to `to`.
     fn send(&mut self, to: Sid, msg: Message) {
-        self.effects.push(Effect::Zab(Action::Send { to, msg }));
+        match self.snap_sends.hold(&self.server.tree, to, msg) {
+            Err(msg) => self.effects.push(Effect::Zab(Action::Send { to, msg })),
+            Ok(None) => {}
+            Ok(Some(done)) => self.release(done),
+        }
     }
 
     /// Proposes a txn the server prepped, checking Zab gives it the server's zxid.
@@ -1242,29 +1312,18 @@ fn encode_state(server: &Server) -> Bytes {
     encode_snapshot(&chunks)
 }
 
-/// The applied state as ZooKeeper's SNAP stream (its DataTree serialization, which a
-/// ZooKeeper learner reads too): sessions with their timeouts, the ACL cache, the
-/// znodes ([`snap::write_stream`]). The signature after it is the wire's.
-fn encode_stream(server: &Server) -> Bytes {
-    let sessions: Vec<(i64, i32)> = server
+/// The sessions a SNAP stream starts with (ZooKeeper's DataTree serialization, which
+/// a ZooKeeper learner reads too): id and timeout ms of each; the stream itself is
+/// written by [`crate::member::snap_send`].
+fn stream_sessions(server: &Server) -> Vec<(i64, i32)> {
+    server
         .sessions
         .iter()
         .map(|s| (s.id, s.timeout_ms))
-        .collect();
-    // Sized once: the paths and data (approximate_data_size) and, per znode, a path
-    // length, a data length, an aclRef and the 60-byte StatPersisted; growing by
-    // doubling copied a 200 MB stream about twice over.
-    let tree = &server.tree;
-    let estimate = usize::try_from(tree.approximate_data_size()).unwrap_or(0)
-        + tree.node_count() * (4 + 4 + 8 + 60)
-        + sessions.len() * 12
-        + 4096;
-    let mut out = BytesMut::with_capacity(estimate);
-    snap::write_stream(tree, &sessions, &mut out);
-    out.freeze()
+        .collect()
 }
 
-/// A SNAP stream ([`encode_stream`]) as the state at `zxid`. Session passwords are
+/// A SNAP stream ([`snap::StreamWriter`]) as the state at `zxid`. Session passwords are
 /// ZooKeeper's, derived from the id, as every member of an ensemble checks them.
 fn decode_stream(bytes: &[u8], zxid: Zxid) -> Result<State, String> {
     let mut r = StreamInput::new(bytes);

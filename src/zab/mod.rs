@@ -236,7 +236,10 @@ pub enum Action {
     },
     /// Send `Message::Snap { zxid, snapshot }` to `to` with the state as of `zxid`,
     /// which is the last committed zxid: every `Commit` returned before this action
-    /// must be applied before the snapshot is taken, and nothing after it.
+    /// must be applied before the snapshot is taken. Commits after it may show in the
+    /// snapshot too (ZooKeeper's fuzzy snapshot, which the learner's replay of the txns
+    /// after `zxid` tolerates), provided every `Send` to `to` after this action goes
+    /// out after the snapshot, in order.
     SendSnapshot {
         /// The learner.
         to: Sid,

@@ -139,6 +139,11 @@ enum Event {
     FsyncNormal {
         sid: Sid,
     },
+    /// The next step of the SNAPs `sid` writes, between other events.
+    SnapStep {
+        sid: Sid,
+        incarnation: u64,
+    },
 }
 
 struct Member {
@@ -147,6 +152,8 @@ struct Member {
     incarnation: u64,
     /// A sync in flight.
     syncing: bool,
+    /// A [`Event::SnapStep`] scheduled.
+    snap_stepping: bool,
     /// The fsync latency range, ms.
     fsync_ms: (u64, u64),
     /// The server's role when last looked at (its changes are traced).
@@ -308,6 +315,7 @@ impl World {
                 storage: MemStorage::new(),
                 incarnation: 0,
                 syncing: false,
+                snap_stepping: false,
                 fsync_ms: opts.normal_fsync_ms(),
                 role: None,
             });
@@ -420,10 +428,13 @@ impl World {
         let now = self.now;
         let n = self.opts.members as Sid;
         let config = Config::new(sid, QuorumVerifier::new(1..=n, []), ZAB_TICK_MS, 10, 5);
+        // SNAP steps of a few znodes: the clients' txns apply between them, so a SNAP is
+        // fuzzy as a loaded leader's is.
+        let step_bytes = self.rng.gen_range(1..400);
         let m = self.m(sid);
         let recovered = m.storage.recover();
         let (_, snapshot) = m.storage.snapshot();
-        let (replica, effects) = Replica::new(
+        let (mut replica, effects) = Replica::new(
             config,
             sansio::logged_settings(),
             recovered,
@@ -433,9 +444,11 @@ impl World {
             sid,
         )
         .expect("replica starts");
+        replica.set_snap_step_bytes(step_bytes);
         m.replica = Some(replica);
         m.incarnation += 1;
         m.syncing = false;
+        m.snap_stepping = false;
         let incarnation = m.incarnation;
         self.log(|| format!("start {sid}"));
         let jitter = self.rng.gen_range(1..TICK_EVERY_MS);
@@ -563,6 +576,20 @@ impl World {
         }
         self.trace_role(sid);
         self.schedule_sync(sid);
+        self.schedule_snap_step(sid);
+    }
+
+    fn schedule_snap_step(&mut self, sid: Sid) {
+        let m = &self.members[sid as usize - 1];
+        if m.snap_stepping || !m.replica.as_ref().is_some_and(|r| r.snap_sending()) {
+            return;
+        }
+        // Steps apart as a busy leader's are, so that txns apply between them.
+        let at = self.now + self.rng.gen_range(1..25);
+        let m = self.m(sid);
+        m.snap_stepping = true;
+        let incarnation = m.incarnation;
+        self.at(at, Event::SnapStep { sid, incarnation });
     }
 
     /// Traces `sid`'s role when it changed.
@@ -594,7 +621,17 @@ impl World {
             Err(a) => a,
         };
         match a {
-            Action::Send { to, msg } => self.send(sid, to, msg),
+            Action::Send { to, msg } => {
+                if let Message::Snap { zxid, .. } = &msg {
+                    self.count("SNAPs");
+                    let applied = self.replica(sid).map_or(0, |r| r.server().last_zxid);
+                    if applied > *zxid as i64 {
+                        // Txns applied while it was written: a fuzzy SNAP.
+                        self.count("SNAPs with txns after their zxid");
+                    }
+                }
+                self.send(sid, to, msg)
+            }
             Action::CloseConnection { peer } => self.break_conn(sid, peer),
             Action::ReadLog {
                 peer,
@@ -724,6 +761,15 @@ impl World {
             Event::Heal { pairs } => {
                 for p in pairs {
                     self.blocked.remove(&p);
+                }
+            }
+            Event::SnapStep { sid, incarnation } => {
+                if live(self, sid, incarnation) {
+                    self.count("SNAP steps");
+                    let m = self.m(sid);
+                    m.snap_stepping = false;
+                    let effects = m.replica.as_mut().expect("alive").snap_step(now);
+                    self.execute(sid, effects);
                 }
             }
             Event::FsyncNormal { sid } => {
@@ -1176,6 +1222,10 @@ impl World {
             let s = r.server();
             if let Role::Leader { epoch } = s.role() {
                 self.epochs.insert(epoch);
+            }
+            if self.replica(sid).expect("up").in_fuzzy_sync() {
+                // Its tree may hold txns after its zxid until UPTODATE.
+                continue;
             }
             let s = self.replica(sid).expect("up").server();
             let (zxid, digest) = (s.last_zxid, s.tree.digest());

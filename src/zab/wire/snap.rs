@@ -64,51 +64,149 @@ pub struct StreamNode<'a, 'b> {
 /// Writes `tree` and `sessions` (session id, timeout ms) as the stream, up to and
 /// including the closing "/", in path order.
 pub fn write_stream(tree: &DataTree, sessions: &[(i64, i32)], out: &mut BytesMut) {
-    out.put_i32(sessions.len() as i32);
-    for &(id, timeout_ms) in sessions {
-        out.put_i64(id);
-        out.put_i32(timeout_ms);
-    }
-    // OPEN_ACL_UNSAFE is written as -1 and left out of the table, as ZooKeeper does
-    // for its system nodes; the others by keel's id + 1 (ZooKeeper's ids start at 1).
-    let open = acl::open_acl();
-    let table: Vec<(u32, &Arc<Vec<Acl>>)> = tree
-        .acls_in_use()
-        .filter(|(_, a)| a.as_slice() != open.as_slice())
-        .collect();
-    out.put_i32(table.len() as i32);
-    let acl_ref = |id: u32| i64::from(id) + 1;
-    for &(id, a) in &table {
-        out.put_i64(acl_ref(id));
-        a.as_ref().encode(out);
-    }
-    for e in tree.nodes_after(None) {
-        let n = e.node();
-        let p = e.path();
-        out.ustring(if p == "/" { "" } else { &p });
-        match n.data() {
-            Some(d) => out.buffer(d),
-            None => out.int(-1),
+    let mut w = StreamWriter::begin(tree, sessions, i64::MAX, out);
+    while !w.step(tree, usize::MAX, out) {}
+}
+
+/// The stream written in steps while `tree` goes on changing between them: ZooKeeper's
+/// fuzzy SNAP, which its LearnerHandler serializes while the leader keeps applying
+/// txns (ZAB-WIRE.md §4.4). The sessions and the ACL table are the state at `zxid`
+/// (the header, written by [`StreamWriter::begin`]); each znode is as the step that
+/// reaches it finds it. The learner replays every txn after `zxid` over the stream,
+/// leniently until UPTODATE, and every txn carries absolute values (versions, the
+/// parent's create count), so it converges on the leader's state.
+///
+/// The ACL table is the one part a later change can make unreadable: a znode whose ACL
+/// is not the table's entry for its id (a setACL or a create after `zxid` brought an
+/// ACL new since the header, maybe under an id freed and reused) must not name an
+/// aclRef the learner lacks (ZooKeeper's learner fails on one) or one now meaning
+/// another list. Such a znode created after `zxid` is left out with everything below
+/// it (also created after `zxid`): the learner's replay creates them. One created
+/// before `zxid` had a table ACL at `zxid`, so a setACL after `zxid` changed it; it is
+/// written with an equal table entry if there is one, else as OPEN_ACL_UNSAFE, and
+/// that setACL's replay sets the true list before the learner serves.
+#[derive(Debug)]
+pub struct StreamWriter {
+    /// The state's zxid: znodes created after it may be left out.
+    zxid: i64,
+    /// The table the header wrote, by keel's ACL id (OPEN_ACL_UNSAFE is not in it).
+    table: HashMap<u32, Arc<Vec<Acl>>>,
+    /// The last path written; `None` before the first.
+    cursor: Option<String>,
+    /// Znodes left out (see above): their children are too.
+    left_out: HashSet<String>,
+    done: bool,
+}
+
+impl StreamWriter {
+    /// Writes the header: `sessions` and the ACL table of `tree`, the state at `zxid`.
+    pub fn begin(
+        tree: &DataTree,
+        sessions: &[(i64, i32)],
+        zxid: i64,
+        out: &mut BytesMut,
+    ) -> StreamWriter {
+        out.put_i32(sessions.len() as i32);
+        for &(id, timeout_ms) in sessions {
+            out.put_i64(id);
+            out.put_i32(timeout_ms);
         }
-        let h = n.header();
-        let is_open = tree.acl_by_id(h.acl_id).as_slice() == open.as_slice();
-        out.put_i64(if is_open {
-            OPEN_ACL_REF
-        } else {
-            acl_ref(h.acl_id)
-        });
-        let m = h.meta;
-        out.put_i64(m.czxid);
-        out.put_i64(m.mzxid);
-        out.put_i64(m.ctime);
-        out.put_i64(m.mtime);
-        out.put_i32(m.version);
-        out.put_i32(m.child_creates);
-        out.put_i32(m.aversion);
-        out.put_i64(m.ephemeral_owner);
-        out.put_i64(m.pzxid);
+        // OPEN_ACL_UNSAFE is written as -1 and left out of the table, as ZooKeeper does
+        // for its system nodes; the others by keel's id + 1 (ZooKeeper's ids start at 1).
+        let open = acl::open_acl();
+        let table: HashMap<u32, Arc<Vec<Acl>>> = tree
+            .acls_in_use()
+            .filter(|(_, a)| a.as_slice() != open.as_slice())
+            .map(|(id, a)| (id, Arc::clone(a)))
+            .collect();
+        let mut ids: Vec<u32> = table.keys().copied().collect();
+        ids.sort_unstable();
+        out.put_i32(ids.len() as i32);
+        for id in ids {
+            out.put_i64(acl_ref(id));
+            table[&id].as_ref().encode(out);
+        }
+        StreamWriter {
+            zxid,
+            table,
+            cursor: None,
+            left_out: HashSet::new(),
+            done: false,
+        }
     }
-    out.ustring("/");
+
+    /// Appends znodes after the last one written until `out` has grown by at least
+    /// `max_bytes`, or all of them and the closing "/"; true once that is written.
+    pub fn step(&mut self, tree: &DataTree, max_bytes: usize, out: &mut BytesMut) -> bool {
+        if self.done {
+            return true;
+        }
+        let open = acl::open_acl();
+        let stop_at = out.len().saturating_add(max_bytes);
+        let after = self.cursor.take();
+        for e in tree.nodes_after(after.as_deref()) {
+            let n = e.node();
+            let p = e.path();
+            let h = n.header();
+            let m = h.meta;
+            let acl = tree.acl_by_id(h.acl_id);
+            let aclref = if acl.as_slice() == open.as_slice() {
+                Some(OPEN_ACL_REF)
+            } else if self
+                .table
+                .get(&h.acl_id)
+                .is_some_and(|t| Arc::ptr_eq(t, acl))
+            {
+                Some(acl_ref(h.acl_id))
+            } else if m.czxid > self.zxid {
+                None
+            } else {
+                Some(
+                    self.table
+                        .iter()
+                        .find(|(_, t)| t.as_slice() == acl.as_slice())
+                        .map_or(OPEN_ACL_REF, |(&id, _)| acl_ref(id)),
+                )
+            };
+            // A znode under one left out was created after it, so after `zxid`.
+            let parent_left_out = !self.left_out.is_empty()
+                && m.czxid > self.zxid
+                && self.left_out.contains(path::split(&p).0);
+            let (Some(aclref), false) = (aclref, parent_left_out) else {
+                self.left_out.insert(p.clone());
+                self.cursor = Some(p);
+                continue;
+            };
+            out.ustring(if p == "/" { "" } else { &p });
+            match n.data() {
+                Some(d) => out.buffer(d),
+                None => out.int(-1),
+            }
+            out.put_i64(aclref);
+            out.put_i64(m.czxid);
+            out.put_i64(m.mzxid);
+            out.put_i64(m.ctime);
+            out.put_i64(m.mtime);
+            out.put_i32(m.version);
+            out.put_i32(m.child_creates);
+            out.put_i32(m.aversion);
+            out.put_i64(m.ephemeral_owner);
+            out.put_i64(m.pzxid);
+            let full = out.len() >= stop_at;
+            self.cursor = Some(p);
+            if full {
+                return false;
+            }
+        }
+        out.ustring("/");
+        self.done = true;
+        true
+    }
+}
+
+/// The aclRef of keel's ACL id `id` in the stream's table: ZooKeeper's ids start at 1.
+fn acl_ref(id: u32) -> i64 {
+    i64::from(id) + 1
 }
 
 /// The bytes a ZooKeeper 3.8 learner reads after a SNAP packet: the stream of `tree`
@@ -368,10 +466,15 @@ mod tests {
     /// A tree built by random creates (persistent, ephemeral, container, TTL, null and
     /// empty data), data and ACL changes and deletes.
     fn tree_from(ops: &[(u8, usize, usize, u16)]) -> DataTree {
+        let mut t = DataTree::new();
+        apply(&mut t, ops, 0x1_0000_0000);
+        t
+    }
+
+    /// [`tree_from`]'s changes to `t`, with zxids after `zxid`; returns the last zxid.
+    fn apply(t: &mut DataTree, ops: &[(u8, usize, usize, u16)], mut zxid: i64) -> i64 {
         const NAMES: [&str; 4] = ["a", "a-b", "b", "zookeeper"];
         let acls = acls();
-        let mut t = DataTree::new();
-        let mut zxid = 0x1_0000_0000;
         for &(kind, p, q, v) in ops {
             zxid += 1;
             let path = match q % 3 {
@@ -418,7 +521,7 @@ mod tests {
                 }
             }
         }
-        t
+        zxid
     }
 
     proptest! {
@@ -441,6 +544,88 @@ mod tests {
                 prop_assert!(read_snapshot(&bytes[..cut]).is_err());
             }
         }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+        /// A stream written in steps while the tree changes (a leader's fuzzy SNAP)
+        /// always reads back; a znode there since the header's zxid comes out with its
+        /// data, and every znode with the ACL it was created with (the changes here are
+        /// creates, data changes and deletes; setACL is the test below).
+        #[test]
+        fn a_stream_written_while_the_tree_changes_reads_back(
+            before in proptest::collection::vec((0..6u8, 0..4usize, 0..12usize, 0..1000u16), 0..60),
+            during in proptest::collection::vec((0..6u8, 0..4usize, 0..12usize, 0..1000u16), 0..60),
+            step_bytes in 1..300usize,
+        ) {
+            let during: Vec<_> = during
+                .into_iter()
+                .map(|(k, p, q, v)| (if k % 6 == 4 { 3 } else { k }, p, q, v))
+                .collect();
+            let mut t = tree_from(&before);
+            let zxid = 0x1_0000_0000 + before.len() as i64;
+            let mut out = BytesMut::new();
+            let mut w = StreamWriter::begin(&t, &[], zxid, &mut out);
+            let mut last = zxid;
+            let mut ops = during.chunks(3);
+            while !w.step(&t, step_bytes, &mut out) {
+                if let Some(chunk) = ops.next() {
+                    last = apply(&mut t, chunk, last);
+                }
+            }
+            out.ustring(SIGNATURE);
+            let (back, _) = read_snapshot(&out).expect("a fuzzy stream reads back");
+            let now: HashMap<String, Held> =
+                dump(&t).into_iter().map(|h| (h.0.clone(), h)).collect();
+            for h in dump(&back) {
+                if let Some(cur) = now.get(&h.0).filter(|c| c.3.czxid == h.3.czxid) {
+                    prop_assert_eq!(&h.2, &cur.2, "{} has another ACL", &h.0);
+                }
+            }
+            for cur in now.values().filter(|c| c.3.czxid <= zxid && c.3.mzxid <= zxid) {
+                let n = back.get(&cur.0);
+                prop_assert!(n.is_some(), "{} is missing", &cur.0);
+                let n = n.unwrap();
+                prop_assert_eq!(n.data().map(<[u8]>::to_vec), cur.1.clone());
+            }
+        }
+    }
+
+    /// The ACL table is the header's: a znode whose ACL is new since then is written with
+    /// an aclRef the table has and that means what the table says, or left out with
+    /// everything below it when it was created after the header's zxid.
+    #[test]
+    fn a_stream_never_names_an_acl_the_header_lacks_or_that_changed_meaning() {
+        let [open, read_only, digest] = acls();
+        let mut t = DataTree::new();
+        t.create("/x", None, &read_only, 0, 0, 1, 1).unwrap();
+        t.create("/y", None, &open, 0, 0, 2, 1).unwrap();
+        t.create("/z", None, &open, 0, 0, 3, 1).unwrap();
+        let mut out = BytesMut::new();
+        let mut w = StreamWriter::begin(&t, &[], 3, &mut out);
+        // /x goes, freeing read_only's id; /y's setACL takes a new list, maybe under
+        // that id; /m is created after the header with a new list, /m/c below it with
+        // OPEN_ACL_UNSAFE; /z takes read_only again, a new allocation.
+        t.delete("/x", 4).unwrap();
+        let fresh = Arc::new(vec![Acl {
+            perms: 3,
+            ..digest[0].clone()
+        }]);
+        t.set_acl("/y", &fresh, 1).unwrap();
+        t.create("/m", None, &digest, 0, 0, 5, 1).unwrap();
+        t.create("/m/c", None, &open, 0, 0, 6, 1).unwrap();
+        t.set_acl("/z", &Arc::new(read_only.as_ref().clone()), 1)
+            .unwrap();
+        assert!(w.step(&t, usize::MAX, &mut out));
+        out.ustring(SIGNATURE);
+        let (back, _) = read_snapshot(&out).expect("reads back");
+        let acl_of = |p: &str| back.acl(back.get(p).unwrap()).as_ref().clone();
+        // /y's list is none the header knew: written as OPEN_ACL_UNSAFE, which its
+        // setACL's replay corrects; /z's equals a table entry, which it is written with.
+        assert_eq!(acl_of("/y"), open.as_ref().clone());
+        assert_eq!(acl_of("/z"), read_only.as_ref().clone());
+        assert!(back.get("/m").is_none() && back.get("/m/c").is_none());
+        assert!(back.get("/x").is_none());
     }
 
     #[test]
