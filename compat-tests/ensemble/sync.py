@@ -24,6 +24,13 @@ acknowledged write.
   the old leader logged alone: those writes are on no member afterwards.
 - CROSS: that other case, shown: as TRUNC, but the new leader writes before the old
   one restarts; the old leader is synced by SNAP.
+- FUZZY: a SNAP under load. 2,000 znodes of 20 KB (a stream of about 40 MB, which the
+  leader writes in steps of 256 KiB between its other work); a follower is killed and
+  wiped and restarts while a client keeps 64 writes in flight through the leader:
+  setting data, creating znodes with ACLs new to the leader, changing ACLs, deleting. The leader's log shows
+  the SNAP took several steps and txns applied while it was written (its applied zxid
+  past the SNAP's): the learner replayed them over a fuzzy stream, and every dump
+  (data, ACL, every Stat field) must still be identical.
 
 Prints one line per scenario and a summary; exits 1 on any failure.
 """
@@ -46,7 +53,10 @@ SYNC_LINE = re.compile(
     r"sync with learner: (DIFF|TRUNC|SNAP) to sid (\d+), from zxid (0x[0-9a-f]+) to (0x[0-9a-f]+)")
 # The mode the leader is expected to choose in each scenario; SYNC_EXPECT overrides
 # one ("DIFF=SNAP") to show the check fails when the mode is not the one chosen.
-EXPECT = {"SNAP": "SNAP", "DIFF": "DIFF", "TRUNC": "TRUNC", "CROSS": "SNAP"}
+EXPECT = {"SNAP": "SNAP", "DIFF": "DIFF", "TRUNC": "TRUNC", "CROSS": "SNAP", "FUZZY": "SNAP"}
+SNAP_WRITTEN = re.compile(
+    r'SNAP to a learner written.*?sid=(\d+) zxid="?(0x[0-9a-f]+)"? applied="?(0x[0-9a-f]+)"?'
+    r'.*? steps=(\d+) held=(\d+)')
 for override in filter(None, os.environ.get("SYNC_EXPECT", "").split(",")):
     k, v = override.split("=")
     EXPECT[k] = v
@@ -323,6 +333,94 @@ def cross(members, acked):
            % (old.sid, frm, new.sid, got, frm, to, snap_n, n)
 
 
+def fuzzy(members, acked):
+    from kazoo.security import make_digest_acl, make_acl
+    leader, followers = wait_roles(members)
+    zk = client([leader])
+    zk.ensure_path("/fuzzy")
+    big = b"x" * 20000
+    fill = ["/fuzzy/n%d" % i for i in range(2000)]
+    for start in range(0, len(fill), 250):
+        pending = [zk.create_async(p, big) for p in fill[start:start + 250]]
+        for p in pending:
+            p.get(timeout=30)
+    for p in fill:
+        acked[p] = big
+    f = followers[0]
+    f.kill9()
+    time.sleep(0.5)
+    wipe(f)
+    done = threading.Event()
+    deleted, errors, count = set(), [], [0]
+
+    def acl(i):
+        # Readable by anyone (the dumps read it), and new to the leader each time.
+        return [make_acl("world", "anyone", all=True),
+                make_digest_acl("u%d" % i, "p", all=True)]
+
+    def writer():
+        # Pipelined, 64 in flight on one session (applied in order), so that txns
+        # commit every few ms while the leader writes the SNAP's steps.
+        i, inflight = 0, []
+        try:
+            while not done.is_set() or inflight:
+                if len(inflight) >= 64 or (done.is_set() and inflight):
+                    kind, path, data, r = inflight.pop(0)
+                    r.get(timeout=30)
+                    if kind == "delete":
+                        acked.pop(path, None)
+                        deleted.add(path)
+                    elif kind != "acl":
+                        acked[path] = data
+                    continue
+                i += 1
+                path = fill[(i * 7919) % len(fill)]
+                if i % 4 == 0:
+                    data = b"v%d" % i
+                    inflight.append(("set", path, data, zk.set_async(path, data)))
+                elif i % 4 == 1:
+                    c, data = "/fuzzy/c%d" % i, b"c%d" % i
+                    inflight.append(("create", c, data, zk.create_async(c, data, acl=acl(i))))
+                elif i % 4 == 2:
+                    inflight.append(("acl", path, None, zk.set_acls_async(path, acl(i))))
+                elif i > 200:
+                    c = "/fuzzy/c%d" % (i - 198)
+                    inflight.append(("delete", c, None, zk.delete_async(c)))
+                count[0] = i
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    offset = log_size(leader)
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    try:
+        time.sleep(0.5)
+        got, frm, to, _, snap_n = restart_and_sync(members, f, leader, "FUZZY")
+        time.sleep(1.0)
+    finally:
+        done.set()
+        t.join(timeout=30)
+        threading.Thread(target=lambda: (zk.stop(), zk.close()), daemon=True).start()
+    check(not errors, "FUZZY: the writer failed: %s" % errors)
+    with open(os.path.join(leader.dir, "log"), "rb") as fh:
+        fh.seek(offset)
+        written = [m for m in SNAP_WRITTEN.findall(fh.read().decode(errors="replace"))
+                   if int(m[0]) == f.sid]
+    check(len(written) == 1, "FUZZY: the leader logged %d written SNAPs to sid %d: %s"
+          % (len(written), f.sid, written))
+    _, zxid, applied, steps, held = written[0]
+    zxid, applied, steps, held = int(zxid, 16), int(applied, 16), int(steps), int(held)
+    check(steps > 1, "FUZZY: the SNAP took %d step" % steps)
+    check(applied > zxid, "FUZZY: no txn applied while the SNAP was written (%#x, %#x)"
+          % (zxid, applied))
+    n = agree(members, acked, absent=deleted)
+    return "FUZZY: wiped sid %d rejoined under load: leader sid %d logged %s from zxid %#x " \
+           "to %#x, written in %d steps with %d txns applied meanwhile (%#x to %#x) and %d " \
+           "messages held behind it; %d client writes; %d znodes equal on all members" \
+           % (f.sid, leader.sid, got, frm, to, steps, applied - zxid, zxid, applied, held,
+              count[0], n)
+
+
 def main():
     logging.basicConfig(level=logging.CRITICAL)
     root = sys.argv[1]
@@ -333,7 +431,7 @@ def main():
     acked = {}
     done = []
     t0 = time.monotonic()
-    scenarios = (snap, diff, trunc, cross)
+    scenarios = (snap, diff, trunc, cross, fuzzy)
     for scenario in scenarios:
         try:
             line = scenario(members, acked)

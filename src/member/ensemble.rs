@@ -533,10 +533,14 @@ impl EnsembleCore {
                     self.pending.extend(effects);
                 }
                 // A SNAP to a learner, a step at a time between the other inputs (the
-                // select picks among the ready branches at random).
+                // select picks among the ready branches at random). Always ready, so
+                // the task yields after each step: else it would never give its
+                // worker thread back, and the connections' tasks queued behind it
+                // would bring no request until the whole SNAP was written.
                 _ = std::future::ready(()), if snap_sending => {
                     let effects = self.replica.snap_step(now_ms() as u64);
                     self.pending.extend(effects);
+                    tokio::task::yield_now().await;
                 }
                 slot = chunk_slots.acquire(), if snapshotting => {
                     if let Ok(slot) = slot {

@@ -527,7 +527,11 @@ impl Replica {
     pub fn snap_step(&mut self, now_ms: u64) -> Vec<Effect> {
         if self.halted.is_none() {
             let bytes = self.snap_step_bytes;
-            if let Some(done) = self.snap_sends.step(&self.server.tree, bytes, now_ms) {
+            let applied = self.server.last_zxid as Zxid;
+            let done = self
+                .snap_sends
+                .step(&self.server.tree, applied, bytes, now_ms);
+            if let Some(done) = done {
                 self.release(done);
             }
         }
@@ -1233,7 +1237,8 @@ impl Replica {
 
     /// Sends `msg` to `to`, or holds it behind a SNAP being written to `to`.
     fn send(&mut self, to: Sid, msg: Message) {
-        match self.snap_sends.hold(&self.server.tree, to, msg) {
+        let applied = self.server.last_zxid as Zxid;
+        match self.snap_sends.hold(&self.server.tree, applied, to, msg) {
             Err(msg) => self.effects.push(Effect::Zab(Action::Send { to, msg })),
             Ok(None) => {}
             Ok(Some(done)) => self.release(done),
