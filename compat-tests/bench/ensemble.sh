@@ -34,7 +34,9 @@
 #    bytes are created through the other follower; started again: time from its start
 #    until srvr shows it a follower (it serves only once synced) -- each server picks
 #    DIFF or SNAP itself; then stopped again, its dataDir emptied (myid kept), started:
-#    the same time, a SNAP for both.
+#    the same time, a SNAP for both; then once more, wiped, while failover.c keeps 4 x 64
+#    sets in flight through the leader and the other follower: the time, and the
+#    longest time without an acknowledged set from its start on (failover.py).
 # Output: stdout and $BENCH_DIR/results.txt, SVG charts of the load section in
 # $BENCH_DIR/charts/ensemble-*.svg (charts.py); raw client output in $BENCH_DIR/raw. Exit 0
 # when every run succeeded (targets met or not), 1 when one failed.
@@ -71,6 +73,7 @@ SIZE=100
 if [ $QUICK = 1 ]; then K=1000; N=10000; K1=200; N1=1000; FILL=50000; KILLS=2; FO_MS=9000
 else K=10000; N=100000; K1=2000; N1=5000; FILL=1000000; KILLS=5; FO_MS=15000; fi
 FO_BEFORE_S=3   # failover: seconds of load before the kill
+CU_LOAD_MS=$([ $QUICK = 1 ] && echo 6000 || echo 15000)   # catch-up under load: its length
 PHASES=(create get set mixed delete)
 read -r -a KINDS <<< "${BENCH_KINDS:-zk keel}"
 EXTRA_CFG=snapCount=100000
@@ -272,6 +275,27 @@ if want catchup; then
         log "$k catch-up ($how): member $late serving as a follower after $ms ms"
         put "cu.$how" "$k" "$ms"
       done
+      # Wiped again, under failover.c's 4 x 64 sets through the leader and the other
+      # follower: how long it takes then, and the longest time without an acknowledged
+      # set from its start on (a leader that serializes its tree in one go stalls).
+      stop_member "$d" "$late"
+      find "$d/m$late/data" -mindepth 1 -maxdepth 1 ! -name myid -exec rm -rf {} +
+      out=$WORK/raw/$k-catchup-load
+      "${PIN_C[@]}" timeout 120 "$WORK/failover" -s "127.0.0.1:$leader,127.0.0.1:$via" -c 4 -d 64 \
+        -k $K -z $SIZE -t $CU_LOAD_MS -o "$out.timeline" > "$out.txt" 2>&1 &
+      CLIENT_PID=$!
+      for _ in $(seq 600); do grep -q '^start_ms' "$out.txt" && break; sleep 0.1; done
+      sleep 1
+      t0=$(date +%s%3N); start_member "$d" "$late"; ms=FAIL
+      for _ in $(seq 6000); do
+        [ "$(member_mode "$(cat "$d/m$late/port")")" = follower ] && { ms=$(( $(date +%s%3N) - t0 )); break; }
+        sleep 0.05
+      done
+      wait "$CLIENT_PID" || note "$k" "catch-up under load: client failed: $(tail -1 "$out.txt")"
+      CLIENT_PID=
+      read -r gap _ base < <(python3 "$HERE/failover.py" "$out.timeline" "$t0")
+      log "$k catch-up (wiped, under load): member $late serving after $ms ms; longest write stall $gap ms ($base sets/s before)"
+      put cu.load "$k" "$ms"; put cu.stall "$k" "$gap"
     fi
     stop_ensemble "$d"
   done
@@ -325,6 +349,8 @@ MET=0; MISSED=0
     section "catch-up: a follower back after $FILL znodes were created without it"
     row cu.restart "restarted on its dataDir: serving after, ms" %.0f '<=0.25'
     row cu.wiped "restarted with an empty dataDir (SNAP): ms" %.0f '<=0.25'
+    row cu.load "the same under 4 x 64 sets: ms" %.0f
+    row cu.stall "longest write stall meanwhile, ms" %.0f
   fi
   echo
   echo "targets met: $MET of $((MET + MISSED)). ops/s: higher is better; latency, memory: lower."

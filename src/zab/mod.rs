@@ -19,8 +19,9 @@
 //!   (ZooKeeper writes them synchronously, too);
 //! - `AppendTxns` may complete later: the runtime reports [`Input::Durable`] once every
 //!   appended txn up to a zxid is synced (group commit);
-//! - `Commit` is applied before any later `SendSnapshot`, so a snapshot holds exactly
-//!   the txns committed before it;
+//! - `Commit` is applied before any later `SendSnapshot`, so a snapshot holds at least
+//!   the txns committed before it (later ones too if it is written while they apply,
+//!   as ZooKeeper's is: every `Send` to that learner after it must then wait for it);
 //! - `ReadLog` may complete later: the runtime reads its txn log and reports
 //!   [`Input::LogRead`] (ZooKeeper reads it in the LearnerHandler's thread).
 

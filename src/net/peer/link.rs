@@ -168,7 +168,8 @@ pub(crate) async fn connect(
 }
 
 /// Writes `first` and whatever `more` yields right away, up to [`BATCH_BYTES`], in one
-/// write (one syscall while the socket takes it all).
+/// write (one syscall while the socket takes it all); a part of [`BATCH_BYTES`] or more
+/// is written on its own, after the batch before it, without a copy.
 pub async fn write_batch(
     wr: &mut PeerWriter,
     first: Bytes,
@@ -181,6 +182,11 @@ pub async fn write_batch(
     batch.extend_from_slice(&first);
     while batch.len() < BATCH_BYTES {
         match more() {
+            // A large one (a SNAP's stream) is written as it is, not copied.
+            Some(b) if b.len() >= BATCH_BYTES => {
+                wr.write_all(&batch).await?;
+                return wr.write_all(&b).await;
+            }
             Some(b) => batch.extend_from_slice(&b),
             None => break,
         }

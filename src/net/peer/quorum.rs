@@ -24,7 +24,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
@@ -34,7 +34,9 @@ use super::link::{self, invalid, PeerReader, PeerStream, PeerWriter, READ_CHUNK}
 use super::{Event, Shared};
 use crate::zab::message::Message;
 use crate::zab::wire::packet::QuorumPacket;
-use crate::zab::wire::quorum::{encode_message, from_packet, kind_name, Inbound, Side};
+use crate::zab::wire::quorum::{
+    encode_message, from_packet, kind_name, to_packet, Inbound, Side, SNAP_SIGNATURE,
+};
 use crate::zab::wire::snap_frame::SnapScan;
 use crate::zab::Sid;
 
@@ -62,7 +64,8 @@ pub(crate) struct LinkCounters {
     requests: AtomicU64,
     /// The zxid of the last packet queued with one above 0; -1 before.
     last_zxid: AtomicI64,
-    /// Packets queued and not yet written.
+    /// Packets queued and not yet written (a SNAP's packet, stream and signature count
+    /// apart).
     queued_packets: AtomicUsize,
 }
 
@@ -99,32 +102,36 @@ fn charge(len: usize, limit: usize) -> usize {
 }
 
 impl Slot {
-    /// Queues `bytes` unless that would take the queue past `limit` bytes (see
-    /// [`charge`] for a message larger than the limit); `false` if full.
-    fn push(&self, bytes: Bytes, limit: usize) -> bool {
-        let len = bytes.len();
-        if len > limit {
-            if self.counters.queued_packets.load(Ordering::Acquire) > 0 {
-                return false;
-            }
-        } else {
-            let before = self.queued.fetch_add(len, Ordering::AcqRel);
-            if before.saturating_add(len) > limit {
-                self.queued.fetch_sub(len, Ordering::AcqRel);
-                return false;
-            }
+    /// Queues one message, the bytes `parts` in order (one part, or a SNAP's three),
+    /// unless that would take the queue past `limit` bytes (see [`charge`] for a part
+    /// larger than the limit, which only an empty queue takes); `false` if full.
+    fn push<const N: usize>(&self, parts: [Bytes; N], limit: usize) -> bool {
+        let oversized = parts.iter().any(|b| b.len() > limit);
+        if oversized && self.counters.queued_packets.load(Ordering::Acquire) > 0 {
+            return false;
+        }
+        let charged: usize = parts.iter().map(|b| charge(b.len(), limit)).sum();
+        let before = self.queued.fetch_add(charged, Ordering::AcqRel);
+        if !oversized && before.saturating_add(charged) > limit {
+            self.queued.fetch_sub(charged, Ordering::AcqRel);
+            return false;
         }
         self.counters.sent.fetch_add(1, Ordering::Relaxed);
-        self.counters.queued_packets.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .queued_packets
+            .fetch_add(parts.len(), Ordering::Relaxed);
         // The packet's zxid follows its type (QuorumPacket: int type, long zxid).
-        if let Some(z) = bytes.get(4..12) {
+        if let Some(z) = parts.first().and_then(|b| b.get(4..12)) {
             let zxid = i64::from_be_bytes(z.try_into().expect("8 bytes"));
             if zxid > 0 {
                 self.counters.last_zxid.store(zxid, Ordering::Relaxed);
             }
         }
-        // A closed queue means the connection ended; its end is reported by its task.
-        let _ = self.tx.send(bytes);
+        for bytes in parts {
+            // A closed queue means the connection ended; its end is reported by its
+            // task.
+            let _ = self.tx.send(bytes);
+        }
         true
     }
 }
@@ -253,7 +260,7 @@ impl Slots {
             _close: close_tx,
         };
         if let Some(b) = first {
-            slot.push(b, limit);
+            slot.push([b], limit);
         }
         let old = self.slots.insert(peer, slot);
         let rx = QueueRx {
@@ -276,8 +283,6 @@ fn encode(msg: &Message, side: Side) -> Option<Bytes> {
     // of a PROPOSAL: growing from empty reallocated three times per packet.
     let data = match msg {
         Message::Proposal { txn, .. } => txn.len(),
-        // The stream and its signature after the packet.
-        Message::Snap { snapshot, .. } => snapshot.len() + 16,
         _ => 0,
     };
     let mut b = BytesMut::with_capacity(64 + data);
@@ -288,6 +293,27 @@ fn encode(msg: &Message, side: Side) -> Option<Bytes> {
             None
         }
     }
+}
+
+/// A SNAP as it goes on the stream (see [`encode_message`]): its packet, the stream
+/// itself, not copied (a 1,000,000-znode stream is about 200 MB: copying it held the
+/// core and the queue's lock for a fifth of a second), and the signature.
+fn encode_snap(msg: &Message, side: Side) -> Option<[Bytes; 3]> {
+    let Message::Snap { zxid, snapshot } = msg else {
+        return None;
+    };
+    let mut header = BytesMut::with_capacity(64);
+    match to_packet(msg, side) {
+        Ok(packet) => packet.encode(&mut header),
+        Err(e) => {
+            warn!("quorum: SNAP at {zxid:#x} has no wire form ({e}); dropped");
+            return None;
+        }
+    }
+    let mut signature = BytesMut::with_capacity(4 + SNAP_SIGNATURE.len());
+    signature.put_i32(SNAP_SIGNATURE.len() as i32);
+    signature.put_slice(SNAP_SIGNATURE.as_bytes());
+    Some([header.freeze(), snapshot.clone(), signature.freeze()])
 }
 
 /// Queues a quorum message for `to` (see [`super::PeerNet::send`]).
@@ -303,10 +329,18 @@ pub(crate) fn send(shared: &Arc<Shared>, to: Sid, msg: Message) {
         // No connection: the message is lost as if with one that broke (Action::Send).
         return;
     };
-    let Some(bytes) = encode(&msg, slot.side) else {
-        return;
+    let queued = if matches!(msg, Message::Snap { .. }) {
+        let Some(parts) = encode_snap(&msg, slot.side) else {
+            return;
+        };
+        slot.push(parts, shared.params.queue_bytes)
+    } else {
+        let Some(bytes) = encode(&msg, slot.side) else {
+            return;
+        };
+        slot.push([bytes], shared.params.queue_bytes)
     };
-    if !slot.push(bytes, shared.params.queue_bytes) {
+    if !queued {
         // Never wait for one peer, never skip a message inside a stream: the connection
         // goes, and the core hears it broke.
         warn!(
@@ -627,16 +661,51 @@ mod tests {
         let slot = slots.slots.get(&2).expect("installed");
         let snap = Bytes::from(vec![0u8; 1000]);
         let packet = || Bytes::from(vec![1u8; 60]);
-        assert!(slot.push(snap.clone(), 100), "an empty queue takes it");
-        assert!(slot.push(packet(), 100), "a packet after it fits");
-        assert!(!slot.push(packet(), 100), "past the limit: full");
+        assert!(slot.push([snap.clone()], 100), "an empty queue takes it");
+        assert!(slot.push([packet()], 100), "a packet after it fits");
+        assert!(!slot.push([packet()], 100), "past the limit: full");
         assert!(
-            !slot.push(snap.clone(), 100),
+            !slot.push([snap.clone()], 100),
             "another big one: only into an empty queue"
         );
         assert_eq!(installed.rx.try_recv().map(|b| b.len()), Some(1000));
         assert_eq!(installed.rx.try_recv().map(|b| b.len()), Some(60));
         assert_eq!(slot.queued.load(Ordering::Acquire), 0);
-        assert!(slot.push(snap, 100), "empty again");
+        assert!(slot.push([snap], 100), "empty again");
+    }
+
+    #[test]
+    fn a_snap_is_queued_as_its_packet_its_stream_uncopied_and_its_signature() {
+        let mut slots = Slots::default();
+        let mut installed = slots.install(2, Side::Leader, None, None, 100);
+        let slot = slots.slots.get(&2).expect("installed");
+        let snapshot = Bytes::from(vec![7u8; 1000]);
+        let msg = Message::Snap {
+            zxid: 0x1_0000_0005,
+            snapshot: snapshot.clone(),
+        };
+        let parts = encode_snap(&msg, Side::Leader).expect("a SNAP");
+        assert!(slot.push(parts, 100), "an empty queue takes it");
+        assert!(
+            slot.push([Bytes::from(vec![1u8; 60])], 100),
+            "a packet after it fits"
+        );
+        let got: Vec<Bytes> = std::iter::from_fn(|| installed.rx.try_recv()).collect();
+        assert_eq!(got.len(), 4);
+        assert_eq!(
+            got[1].as_ptr(),
+            snapshot.as_ptr(),
+            "the stream is not copied"
+        );
+        // The same bytes as the message written whole.
+        let mut whole = BytesMut::new();
+        encode_message(&msg, Side::Leader, &mut whole).unwrap();
+        assert_eq!(got[..3].concat(), whole.to_vec());
+        assert_eq!(slot.queued.load(Ordering::Acquire), 0);
+        assert_eq!(
+            slot.counters.sent.load(Ordering::Relaxed),
+            2,
+            "two messages"
+        );
     }
 }

@@ -85,6 +85,14 @@ pub fn write_stream(tree: &DataTree, sessions: &[(i64, i32)], out: &mut BytesMut
 /// before `zxid` had a table ACL at `zxid`, so a setACL after `zxid` changed it; it is
 /// written with an equal table entry if there is one, else as OPEN_ACL_UNSAFE, and
 /// that setACL's replay sets the true list before the learner serves.
+///
+/// Parents must come before their children, and path order is not a walk of the tree:
+/// `/a/b` sorts after `/a-b`, so a step past `/a-b` can meet a `/a/b` created since
+/// together with its parent `/a`, which the steps had passed while it did not exist.
+/// A znode created after `zxid` is therefore written only below a parent created
+/// before `zxid` (which the steps met: it existed all along) or one written as created
+/// after it; else it is left out, and again everything below it, for the learner's
+/// replay to create.
 #[derive(Debug)]
 pub struct StreamWriter {
     /// The state's zxid: znodes created after it may be left out.
@@ -93,8 +101,9 @@ pub struct StreamWriter {
     table: HashMap<u32, Arc<Vec<Acl>>>,
     /// The last path written; `None` before the first.
     cursor: Option<String>,
-    /// Znodes left out (see above): their children are too.
-    left_out: HashSet<String>,
+    /// The znodes created after `zxid` that were written: the only such parents whose
+    /// children may be (see above).
+    written_new: HashSet<String>,
     done: bool,
 }
 
@@ -130,7 +139,7 @@ impl StreamWriter {
             zxid,
             table,
             cursor: None,
-            left_out: HashSet::new(),
+            written_new: HashSet::new(),
             done: false,
         }
     }
@@ -168,15 +177,19 @@ impl StreamWriter {
                         .map_or(OPEN_ACL_REF, |(&id, _)| acl_ref(id)),
                 )
             };
-            // A znode under one left out was created after it, so after `zxid`.
-            let parent_left_out = !self.left_out.is_empty()
-                && m.czxid > self.zxid
-                && self.left_out.contains(path::split(&p).0);
-            let (Some(aclref), false) = (aclref, parent_left_out) else {
-                self.left_out.insert(p.clone());
+            let created_since = m.czxid > self.zxid;
+            let parent_missing = created_since && {
+                let parent = path::split(&p).0;
+                !self.written_new.contains(parent)
+                    && tree.get(parent).is_none_or(|n| n.meta().czxid > self.zxid)
+            };
+            let (Some(aclref), false) = (aclref, parent_missing) else {
                 self.cursor = Some(p);
                 continue;
             };
+            if created_since {
+                self.written_new.insert(p.clone());
+            }
             out.ustring(if p == "/" { "" } else { &p });
             match n.data() {
                 Some(d) => out.buffer(d),
