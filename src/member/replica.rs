@@ -913,6 +913,15 @@ impl Replica {
                     change,
                     RoleChange::LearnerServing { .. } | RoleChange::LeaderEstablished { .. }
                 ) {
+                    if self.fuzzy_sync {
+                        // The commits that come with this role change (a learner's at
+                        // UPTODATE, a new leader's of its own log) may be of txns the
+                        // fuzzy tree holds already: every txn logged so far applies
+                        // leniently, as those before it did.
+                        if let Some(last) = self.uncommitted.back() {
+                            self.server.set_lenient_upto(last.zxid as i64);
+                        }
+                    }
                     self.fuzzy_sync = false;
                 }
                 if !matches!(

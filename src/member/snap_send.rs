@@ -32,6 +32,11 @@ pub const SNAP_STEP_BYTES: usize = 256 << 10;
 /// holds; finishing costs one long step, which is what every SNAP cost before steps.
 pub const MAX_HELD_MESSAGES: usize = 200_000;
 
+/// Bytes held for one learner (PROPOSAL txns; 32 for any other message) before its SNAP
+/// is finished at once: half of the default quorum queue (64 MiB), so that what is
+/// released after the stream fits in that queue.
+pub const MAX_HELD_BYTES: usize = 32 << 20;
+
 /// One learner's SNAP in progress.
 #[derive(Debug)]
 struct SnapSend {
@@ -41,6 +46,8 @@ struct SnapSend {
     out: BytesMut,
     /// What the core sent `to` since it asked for the SNAP, in order.
     held: Vec<Message>,
+    /// Their size, as [`MAX_HELD_BYTES`] counts it.
+    held_bytes: usize,
     steps: u32,
     started_ms: u64,
 }
@@ -88,14 +95,15 @@ impl SnapSends {
             writer,
             out,
             held: Vec::new(),
+            held_bytes: 0,
             steps: 0,
             started_ms: now_ms,
         });
     }
 
     /// Holds `msg` for `to` if a SNAP to it is in progress; else gives it back. When
-    /// that learner's held messages reach [`MAX_HELD_MESSAGES`], its SNAP is finished
-    /// at once and returned with them.
+    /// that learner's held messages reach [`MAX_HELD_MESSAGES`] or [`MAX_HELD_BYTES`],
+    /// its SNAP is finished at once and returned with them.
     /// `applied` is the leader's last applied zxid, for the log.
     pub fn hold(
         &mut self,
@@ -108,13 +116,18 @@ impl SnapSends {
             return Err(msg);
         };
         let s = &mut self.sends[i];
+        s.held_bytes += match &msg {
+            Message::Proposal { txn, .. } => txn.len(),
+            _ => 32,
+        };
         s.held.push(msg);
-        if s.held.len() < MAX_HELD_MESSAGES {
+        if s.held.len() < MAX_HELD_MESSAGES && s.held_bytes < MAX_HELD_BYTES {
             return Ok(None);
         }
         tracing::info!(
             sid = to,
             held = s.held.len(),
+            held_bytes = s.held_bytes,
             "SNAP to a learner: too much held behind it; finishing it in one step"
         );
         while !s.writer.step(tree, usize::MAX, &mut s.out) {}
@@ -175,5 +188,52 @@ impl SnapSends {
     /// Whether a SNAP is in progress.
     pub fn is_empty(&self) -> bool {
         self.sends.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    #[test]
+    fn what_is_held_goes_after_the_snap_and_too_much_of_it_finishes_the_snap_at_once() {
+        let tree = DataTree::new();
+        let mut sends = SnapSends::default();
+        sends.start(&tree, &[], 2, 0x1_0000_0001, 0);
+        let ping = Message::Ping {
+            zxid: 0,
+            touched: Vec::new(),
+        };
+        assert!(
+            sends.hold(&tree, 0, 3, ping.clone()).is_err(),
+            "no SNAP to 3"
+        );
+        assert!(
+            matches!(sends.hold(&tree, 0, 2, ping.clone()), Ok(None)),
+            "held"
+        );
+        let big = Message::Proposal {
+            zxid: 0x1_0000_0002,
+            txn: Bytes::from(vec![0u8; MAX_HELD_BYTES]),
+        };
+        let done = sends
+            .hold(&tree, 0x1_0000_0002, 2, big.clone())
+            .expect("held")
+            .expect("past MAX_HELD_BYTES: finished");
+        assert_eq!(done.to, 2);
+        assert!(matches!(
+            done.messages[0],
+            Message::Snap {
+                zxid: 0x1_0000_0001,
+                ..
+            }
+        ));
+        assert_eq!(done.messages[1..], [ping, big]);
+        assert!(sends.is_empty());
+        // Forgotten with its connection: nothing is held for it any more.
+        sends.start(&tree, &[], 2, 0x1_0000_0002, 0);
+        sends.forget(2);
+        assert!(sends.is_empty());
     }
 }

@@ -87,32 +87,39 @@ pub struct QuorumLinkInfo {
     pub queued_bytes: usize,
 }
 
-/// The bytes a message of `len` bytes counts for against a queue of `limit` bytes: a
-/// message larger than the limit (the SNAP of a big tree) counts for none, so the
-/// NEWLEADER and PROPOSALs after it still fit while it is written. It is let only into
-/// an empty queue, so a queue holds at most one such message besides `limit` bytes.
-/// Counting it whole closed every SNAP past the limit at the next packet: a learner
-/// behind a 1,000,000-znode tree (a 100 MB SNAP) was sent it again and again.
+/// The bytes a queued part of `len` bytes counts for against a queue of `limit` bytes:
+/// a part larger than half the limit ([`oversized`]: the stream of a SNAP of a big
+/// tree) counts for none, so the NEWLEADER and PROPOSALs after it still fit while it
+/// is written. It is let only into an empty queue, so a queue holds at most one such
+/// part besides `limit` bytes. Counting it whole closed every SNAP past the limit at
+/// the next packet: a learner behind a 1,000,000-znode tree (a 100 MB SNAP) was sent it
+/// again and again. (Half, not the whole limit: a SNAP's packet and signature go with
+/// its stream, and a stream just under the limit must not fill the queue with them.)
 fn charge(len: usize, limit: usize) -> usize {
-    if len > limit {
+    if oversized(len, limit) {
         0
     } else {
         len
     }
 }
 
+/// Whether a part of `len` bytes is larger than half a queue of `limit` bytes.
+fn oversized(len: usize, limit: usize) -> bool {
+    len > limit / 2
+}
+
 impl Slot {
     /// Queues one message, the bytes `parts` in order (one part, or a SNAP's three),
     /// unless that would take the queue past `limit` bytes (see [`charge`] for a part
-    /// larger than the limit, which only an empty queue takes); `false` if full.
+    /// larger than half the limit, which only an empty queue takes); `false` if full.
     fn push<const N: usize>(&self, parts: [Bytes; N], limit: usize) -> bool {
-        let oversized = parts.iter().any(|b| b.len() > limit);
-        if oversized && self.counters.queued_packets.load(Ordering::Acquire) > 0 {
+        let big = parts.iter().any(|b| oversized(b.len(), limit));
+        if big && self.counters.queued_packets.load(Ordering::Acquire) > 0 {
             return false;
         }
         let charged: usize = parts.iter().map(|b| charge(b.len(), limit)).sum();
         let before = self.queued.fetch_add(charged, Ordering::AcqRel);
-        if !oversized && before.saturating_add(charged) > limit {
+        if !big && before.saturating_add(charged) > limit {
             self.queued.fetch_sub(charged, Ordering::AcqRel);
             return false;
         }
@@ -660,16 +667,18 @@ mod tests {
         let mut installed = slots.install(2, Side::Leader, None, None, 100);
         let slot = slots.slots.get(&2).expect("installed");
         let snap = Bytes::from(vec![0u8; 1000]);
-        let packet = || Bytes::from(vec![1u8; 60]);
+        let packet = || Bytes::from(vec![1u8; 40]);
         assert!(slot.push([snap.clone()], 100), "an empty queue takes it");
         assert!(slot.push([packet()], 100), "a packet after it fits");
+        assert!(slot.push([packet()], 100), "and another");
         assert!(!slot.push([packet()], 100), "past the limit: full");
         assert!(
             !slot.push([snap.clone()], 100),
             "another big one: only into an empty queue"
         );
         assert_eq!(installed.rx.try_recv().map(|b| b.len()), Some(1000));
-        assert_eq!(installed.rx.try_recv().map(|b| b.len()), Some(60));
+        assert_eq!(installed.rx.try_recv().map(|b| b.len()), Some(40));
+        assert_eq!(installed.rx.try_recv().map(|b| b.len()), Some(40));
         assert_eq!(slot.queued.load(Ordering::Acquire), 0);
         assert!(slot.push([snap], 100), "empty again");
     }
@@ -687,7 +696,7 @@ mod tests {
         let parts = encode_snap(&msg, Side::Leader).expect("a SNAP");
         assert!(slot.push(parts, 100), "an empty queue takes it");
         assert!(
-            slot.push([Bytes::from(vec![1u8; 60])], 100),
+            slot.push([Bytes::from(vec![1u8; 40])], 100),
             "a packet after it fits"
         );
         let got: Vec<Bytes> = std::iter::from_fn(|| installed.rx.try_recv()).collect();

@@ -83,8 +83,10 @@ pub fn write_stream(tree: &DataTree, sessions: &[(i64, i32)], out: &mut BytesMut
 /// another list. Such a znode created after `zxid` is left out with everything below
 /// it (also created after `zxid`): the learner's replay creates them. One created
 /// before `zxid` had a table ACL at `zxid`, so a setACL after `zxid` changed it; it is
-/// written with an equal table entry if there is one, else as OPEN_ACL_UNSAFE, and
-/// that setACL's replay sets the true list before the learner serves.
+/// written with an equal table entry if there is one, else with [`DENY_ALL`] (a table
+/// entry of a stream that may change, never OPEN_ACL_UNSAFE: a learner that stops
+/// before the replay, and serves read-only, must not open it to anyone), and that
+/// setACL's replay sets the true list before the learner serves.
 ///
 /// Parents must come before their children, and path order is not a walk of the tree:
 /// `/a/b` sorts after `/a-b`, so a step past `/a-b` can meet a `/a/b` created since
@@ -99,6 +101,8 @@ pub struct StreamWriter {
     zxid: i64,
     /// The table the header wrote, by keel's ACL id (OPEN_ACL_UNSAFE is not in it).
     table: HashMap<u32, Arc<Vec<Acl>>>,
+    /// The aclRef of [`DENY_ALL`] in the table, for a stream that may change.
+    deny_ref: Option<i64>,
     /// The last path written; `None` before the first.
     cursor: Option<String>,
     /// The znodes created after `zxid` that were written: the only such parents whose
@@ -130,14 +134,22 @@ impl StreamWriter {
             .collect();
         let mut ids: Vec<u32> = table.keys().copied().collect();
         ids.sort_unstable();
-        out.put_i32(ids.len() as i32);
+        // A stream of a tree that changes meanwhile (any `zxid` but i64::MAX) carries
+        // DENY_ALL after the rest, under the next free aclRef.
+        let deny_ref = (zxid != i64::MAX).then(|| acl_ref(ids.last().map_or(0, |&id| id + 1)));
+        out.put_i32((ids.len() + usize::from(deny_ref.is_some())) as i32);
         for id in ids {
             out.put_i64(acl_ref(id));
             table[&id].as_ref().encode(out);
         }
+        if let Some(r) = deny_ref {
+            out.put_i64(r);
+            deny_all().encode(out);
+        }
         StreamWriter {
             zxid,
             table,
+            deny_ref,
             cursor: None,
             written_new: HashSet::new(),
             done: false,
@@ -170,12 +182,12 @@ impl StreamWriter {
             } else if m.czxid > self.zxid {
                 None
             } else {
-                Some(
-                    self.table
-                        .iter()
-                        .find(|(_, t)| t.as_slice() == acl.as_slice())
-                        .map_or(OPEN_ACL_REF, |(&id, _)| acl_ref(id)),
-                )
+                let equal = self
+                    .table
+                    .iter()
+                    .find(|(_, t)| t.as_slice() == acl.as_slice())
+                    .map(|(&id, _)| acl_ref(id));
+                equal.or(self.deny_ref)
             };
             let created_since = m.czxid > self.zxid;
             let parent_missing = created_since && {
@@ -215,6 +227,21 @@ impl StreamWriter {
         self.done = true;
         true
     }
+}
+
+/// What a fuzzy stream writes for a znode whose ACL changed since its zxid and is
+/// none the table knows (see [`StreamWriter`]): world:anyone with no permission, so
+/// that only super may touch it until the setACL's replay.
+pub const DENY_ALL: (i32, &str, &str) = (0, "world", "anyone");
+
+fn deny_all() -> Vec<Acl> {
+    vec![Acl {
+        perms: DENY_ALL.0,
+        id: jute::Id {
+            scheme: DENY_ALL.1.into(),
+            id: DENY_ALL.2.into(),
+        },
+    }]
 }
 
 /// The aclRef of keel's ACL id `id` in the stream's table: ZooKeeper's ids start at 1.
@@ -633,9 +660,10 @@ mod tests {
         out.ustring(SIGNATURE);
         let (back, _) = read_snapshot(&out).expect("reads back");
         let acl_of = |p: &str| back.acl(back.get(p).unwrap()).as_ref().clone();
-        // /y's list is none the header knew: written as OPEN_ACL_UNSAFE, which its
-        // setACL's replay corrects; /z's equals a table entry, which it is written with.
-        assert_eq!(acl_of("/y"), open.as_ref().clone());
+        // /y's list is none the header knew: written as DENY_ALL (never opened), which
+        // its setACL's replay corrects; /z's equals a table entry, written with it.
+        assert_eq!(acl_of("/y"), deny_all());
+        assert_ne!(acl_of("/y"), open.as_ref().clone());
         assert_eq!(acl_of("/z"), read_only.as_ref().clone());
         assert!(back.get("/m").is_none() && back.get("/m/c").is_none());
         assert!(back.get("/x").is_none());
