@@ -144,6 +144,15 @@ const REGRESSION_SEEDS: &[(u64, &str)] = &[
     // The txns after a fuzzy SNAP's zxid must apply leniently on the learner: applied
     // strictly, member 2's tree diverged (the checker's teeth for fuzzy SNAPs).
     (118, "txns replayed over a fuzzy SNAP"),
+    // A harness defect: the simulated client sent no ping while a reply was
+    // outstanding or in the calm phase, so a sync'd read answered 2.5 s late (a new
+    // leader establishing) left the session untouched for its whole timeout; it
+    // expired 4.1 s after the client last heard (tests/sim_clients/world.rs,
+    // ping_if_idle).
+    (
+        120819,
+        "a session left without pings while its reply was late",
+    ),
 ];
 
 #[test]

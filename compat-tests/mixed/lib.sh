@@ -10,7 +10,9 @@
 #   zk_log_problems DIR                    the ERROR and WARN lines of the ZooKeeper
 #                                          members' logs, less those a ZooKeeper-only
 #                                          ensemble writes too (peers killed or stopped,
-#                                          the first zxid of an epoch)
+#                                          the first zxid of an epoch; ZooKeeper 3.8.0's
+#                                          double-logged txns when zk_txnlog_dups.py finds
+#                                          the copies identical: ZOOKEEPER-4712)
 #   check_zk_logs DIR LABEL                prints those lines (20 at most) or that there
 #                                          are none; fails when there are
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../ensemble/lib.sh"
@@ -56,12 +58,31 @@ member_kind() { # DIR I   (DIR/mI/kind if present: kazoo/launcher/java writes it
 # Anything else (a digest mismatch, an unexpected packet, a bad snapshot) is reported.
 ZK_BENIGN='maxCnxns is not configured|Connection broken for id|Interrupting SendWorker thread|Interrupted while waiting for message on queue|Send worker leaving thread|Failed to send last message|Unexpected exception, tries=|Close of session|GOODBYE|Unexpected exception in LearnerHandler|Got zxid 0x[0-9a-f]* expected 0x1$|Got zxid 0x[0-9a-f]*00000001 expected 0x|Exception when following the leader|PeerState set to LOOKING|Cannot open channel to|Exception when using channel: for id|Closing connection to leader, exception during packet send|Severe unrecoverable error, from thread : SyncThread|Severe unrecoverable error, from thread : FollowerRequestProcessor|Current zxid [0-9]+ is <= [0-9]+ for|Failed to register MBean|Failed to register with JMX|Exception while sending packets in LearnerHandler|Unable to find proposals from txnlog for zxid: 0x0$|NIOServerCnxn - Unexpected exception$|WorkerService - Unexpected exception$|Cannot send TRUNC to peer sid: [0-9]+ peer zxid is from different epoch$|Unhandled scenario for peer sid: [0-9]+ fall back to use snapshot$|NEWLEADER ACK from sid: [0-9]+ is from a different epoch - current 0x[0-9a-f]+ received 0x[0-9a-f]+$'
 
+# What a ZooKeeper 3.8.0 member restarted on a dataDir whose txn log holds txns twice
+# writes for each (FileTxnSnapLog's "highestZxid > next log", DataTree's digest
+# mismatch). Accepted only when zk_txnlog_dups.py finds that every doubled zxid's
+# copies are the same txn: ZOOKEEPER-4712 (a learner's SyncThread left running when it
+# loses its leader writes the txns it had queued after the member read its log; its
+# next DIFF brings them again). Different txns under one zxid fail the check.
+ZK_DOUBLE_LOGGED='\(highestZxid\) > [0-9]+\(next log\) for type|First digest mismatch on txn|Digests are not matching'
+
 zk_log_problems() { # DIR
-  local i
+  local i lines dups
   for i in $(ensemble_members); do
     [ "$(member_kind "$1" "$i")" = zk ] || continue
-    grep -E '\] (ERROR|WARN) ' "$1/m$i/log" | grep -vE "$ZK_BENIGN" | sed "s|^|m$i: |"
-    grep -iE 'digests? (are not|mismatch)|digest.*not matching' "$1/m$i/log" | sed "s|^|m$i: |"
+    lines=$( { grep -E '\] (ERROR|WARN) ' "$1/m$i/log" | grep -vE "$ZK_BENIGN"
+               grep -iE 'digests? (are not|mismatch)|digest.*not matching' "$1/m$i/log"; } | sort -u)
+    [ -n "$lines" ] || continue
+    if ! grep -qvE "$ZK_DOUBLE_LOGGED" <<< "$lines"; then
+      # Only the double-logging lines: benign if the doubled txns are the same txns.
+      if dups=$(python3 "$(dirname "${BASH_SOURCE[0]}")/zk_txnlog_dups.py" "$1/m$i/data") \
+         && [ "$dups" != "duplicates 0" ]; then
+        echo "m$i: ZooKeeper's own double-logged txns (ZOOKEEPER-4712), $(wc -l <<< "$lines") log lines; txn logs: $dups" >&2
+        continue
+      fi
+      lines="$lines"$'\n'"txn logs: $dups"
+    fi
+    sed "s|^|m$i: |" <<< "$lines"
   done
   true
 }

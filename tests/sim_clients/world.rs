@@ -899,6 +899,34 @@ impl World {
         );
     }
 
+    /// Client `c` pings its member when it is connected and has sent nothing for
+    /// [`PING_EVERY_MS`] (ZooKeeper's client: a ping after half its read timeout of
+    /// sending nothing). Without it a session whose client waits long for a reply,
+    /// or idles in the calm phase, expires though its client heard from the ensemble
+    /// less than a timeout ago.
+    fn ping_if_idle(&mut self, c: usize) {
+        let now = self.now;
+        let client = &self.clients[c];
+        let Some(sid) = client
+            .member
+            .filter(|_| now - client.last_sent > PING_EVERY_MS)
+        else {
+            return;
+        };
+        let conn = client.conn;
+        self.clients[c].last_sent = now;
+        self.input(
+            sid,
+            Input::Request {
+                conn,
+                xid: -2,
+                opcode: op::PING,
+                req: keel::proto::Request::Ping,
+                body: Bytes::new(),
+            },
+        );
+    }
+
     /// What client `c` does at this step: connect, issue an op, ping, or give up.
     fn client_step(&mut self, c: usize) {
         let now = self.now;
@@ -912,29 +940,19 @@ impl World {
                     self.log(|| format!("client {c} gives up on {sid}"));
                     self.client_lost(c);
                     self.input(sid, Input::Disconnected { conn });
+                } else if !matches!(client.waiting, Waiting::Handshake { .. }) {
+                    // ZooKeeper's client pings when it has sent nothing for a while,
+                    // whether or not replies are outstanding.
+                    self.ping_if_idle(c);
                 }
                 return;
             }
             Waiting::Nothing => {}
         }
-        if now < client.next_op_at {
-            if let Some(sid) = client
-                .member
-                .filter(|_| now - client.last_sent > PING_EVERY_MS)
-            {
-                let conn = client.conn;
-                self.clients[c].last_sent = now;
-                self.input(
-                    sid,
-                    Input::Request {
-                        conn,
-                        xid: -2,
-                        opcode: op::PING,
-                        req: keel::proto::Request::Ping,
-                        body: Bytes::new(),
-                    },
-                );
-            }
+        let calm = !self.faults_on && self.opts.faulty_ms > 0;
+        if now < client.next_op_at || (calm && client.member.is_some()) {
+            // The calm phase: clients only keep their sessions.
+            self.ping_if_idle(c);
             return;
         }
         let Some(_) = client.member else {
@@ -965,10 +983,6 @@ impl World {
             self.input(sid, Input::Handshake { conn, req });
             return;
         };
-        if !self.faults_on && self.opts.faulty_ms > 0 {
-            // The calm phase: clients only keep their sessions.
-            return;
-        }
         let value = self.next_value;
         let xid = client.next_xid;
         if self.rng.gen_bool(0.05) {

@@ -1,0 +1,89 @@
+"""The zxids a ZooKeeper dataDir's txn logs hold more than once, and whether every copy
+of each is the same txn.
+
+Usage: zk_txnlog_dups.py DATA_DIR
+
+Reads DATA_DIR/version-2/log.* (ZooKeeper's FileTxnLog: a header, int magic ZKLG, int
+version, long dbid; then records: long Adler-32 checksum, int length, the txn (TxnHeader:
+long clientId, int cxid, long zxid, long time, int type; the txn; its digest), byte 'B';
+a zero length ends the file, the rest is preallocated padding), in the order ZooKeeper
+replays them (by the zxid in the file name).
+
+Prints one line: `duplicates N identical|DIFFERENT first 0x.. last 0x..` (N = records
+whose zxid an earlier record already had). Exits 0 when every zxid's copies are byte for
+byte the same txn, 1 when some zxid was logged with two different txns (two histories:
+a divergence, never a double write), 2 on an unreadable log.
+
+Why: ZooKeeper 3.8.0's learner does not stop its SyncRequestProcessor when it loses its
+leader (Learner.shutdown calls ZooKeeperServer.shutdown(boolean), which
+LearnerZooKeeperServer does not override: ZOOKEEPER-4712, fixed in 3.9.3). The old
+SyncThread still appends its queued txns after the member fast-forwarded its tree from
+the log, so the member reports an older last zxid to its next leader, gets those txns
+again in the DIFF and logs them twice ("Current zxid X is <= Y"); restarted on that
+dataDir it logs "highestZxid > next log" and a digest mismatch for each. A double write
+of the same txns is that bug; different txns under one zxid would be a real divergence.
+"""
+
+import glob
+import os
+import struct
+import sys
+
+MAGIC = struct.unpack(">i", b"ZKLG")[0]
+
+
+def records(path):
+    """Yields (zxid, txn bytes) for each record of the log file at path."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 16:
+        return
+    magic, _version, _dbid = struct.unpack_from(">iiq", data, 0)
+    if magic != MAGIC:
+        raise ValueError("%s: not a ZooKeeper txn log (magic %#x)" % (path, magic))
+    pos = 16
+    while pos + 12 <= len(data):
+        _crc, length = struct.unpack_from(">qi", data, pos)
+        if length <= 0:
+            return
+        start = pos + 12
+        end = start + length
+        if end + 1 > len(data) or data[end] != 0x42:
+            return  # a torn last record: ZooKeeper stops there too
+        txn = data[start:end]
+        if len(txn) < 20:
+            raise ValueError("%s: a %d-byte txn at %d" % (path, len(txn), pos))
+        (zxid,) = struct.unpack_from(">q", txn, 12)
+        yield zxid, txn
+        pos = end + 1
+
+
+def main():
+    logs = glob.glob(os.path.join(sys.argv[1], "version-2", "log.*"))
+    logs.sort(key=lambda p: int(p.rsplit(".", 1)[1], 16))
+    seen = {}
+    dups = []
+    different = []
+    try:
+        for path in logs:
+            for zxid, txn in records(path):
+                first = seen.setdefault(zxid, txn)
+                if first is not txn:
+                    dups.append(zxid)
+                    if first != txn:
+                        different.append(zxid)
+    except (OSError, ValueError) as e:
+        print("unreadable: %s" % e)
+        return 2
+    if not dups:
+        print("duplicates 0")
+        return 0
+    print("duplicates %d %s first %#x last %#x%s" % (
+        len(dups), "DIFFERENT" if different else "identical", min(dups), max(dups),
+        " (%d zxids with different txns, first %#x)" % (len(different), different[0])
+        if different else ""))
+    return 1 if different else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
