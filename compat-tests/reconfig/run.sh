@@ -54,7 +54,8 @@ DISABLED_CFG=$'reconfigEnabled=false\nstandaloneEnabled=false'
 #    kept: ZooKeeper's leader replaces an initial version 0 with its first zxid,
 #    ZOOKEEPER-1783, and a server that does not must show);
 #  - mtime/ctime values other than the epoch;
-#  - the label lines: "Node does not exist: /--NAME" becomes "=== NAME".
+#  - the label lines: "Node does not exist: /--NAME" becomes "=== NAME"; the feeder's
+#    `#settle` markers (/--settle-N) are dropped.
 # Ports in server.N lines are not masked: they are fixed by sid (same BASE for both
 # kinds, one after the other).
 mask() {
@@ -64,6 +65,7 @@ mask() {
     /^log4j:/ { next }
     /^$/ || /^WATCHER::$/ || /^WatchedEvent state:SyncConnected type:None path:null$/ { next }
     /^Connecting to / { sub(/:[0-9]+$/, ":<port>"); print; next }
+    /^Node does not exist: \/--settle-[0-9]+$/ { next }
     /^Node does not exist: \/--/ { sub(/^Node does not exist: \/--/, "=== "); print; next }
     function zx(v) { v = tolower(v); if (!(v in seen)) seen[v] = "<zxid-" (++nz) ">"; return seen[v] }
     /^version=[0-9a-fA-F]+$/ { v = substr($0, 9); print "version=" (v == "0" ? v : zx(v)); next }
@@ -132,11 +134,23 @@ wait_mode() { # PORT MODE: up to 30 s
 # Feed the script to zkCli: drop comments and blank lines, run the directives. The
 # feeder never writes into the transcript (zkCli may still be printing); what it did goes
 # to FEEDER_LOG, and a failed wait to FEEDER_LOG.failed.
-feed() { # DIR KIND FILE FEEDER_LOG SCRIPT
-  local dir=$1 kind=$2 file=$3 log=$4 script=$5 line s2pid=
+feed() { # DIR KIND FILE FEEDER_LOG SCRIPT RAW
+  local dir=$1 kind=$2 file=$3 log=$4 script=$5 raw=$6 line s2pid= settles=0 _
   while IFS= read -r line || [ -n "$line" ]; do
     case $line in
     '#sleep '*) sleep "${line#\#sleep }" ;;
+    '#settle')
+      # Until zkCli has answered every line before this one (a marker command whose
+      # answer shows in the transcript: the feeder runs ahead of zkCli, as the pipe
+      # buffers) and no member holds a reconfig it has seen but not activated (its
+      # <zoo.cfg>.dynamic.next: QuorumPeer.setLastSeenQuorumVerifier writes it, and
+      # setQuorumVerifier removes it), so the next reconfig is not refused as
+      # RECONFIGINPROGRESS on one kind only.
+      settles=$((settles + 1))
+      printf 'get /--settle-%d\n' "$settles"
+      for _ in $(seq 300); do grep -qx "Node does not exist: /--settle-$settles" "$raw" && break; sleep 0.1; done
+      for _ in $(seq 100); do compgen -G "$dir/m*/zoo.cfg.dynamic.next" > /dev/null || break; sleep 0.1; done
+      echo "settle $settles: $(grep -cx "Node does not exist: /--settle-$settles" "$raw") marker(s) answered, pending: $(compgen -G "$dir/m*/zoo.cfg.dynamic.next" | tr '\n' ' ')" >> "$log" ;;
     '#member4 start') echo "start member 4 ($kind)" >> "$log"; start_member4 "$dir" "$kind" >> "$log" 2>&1 ;;
     '#member4 moved '*)
       set -- ${line#\#member4 moved }
@@ -225,7 +239,7 @@ run_one() {
     server_line 4 observer
   } > "$dir/reconfig-file.cfg"
   : > "$raw"; : > "$WORK/$label.feeder.log"
-  feed "$dir" "$kind" "$dir/reconfig-file.cfg" "$WORK/$label.feeder.log" "$SCRIPT" \
+  feed "$dir" "$kind" "$dir/reconfig-file.cfg" "$WORK/$label.feeder.log" "$SCRIPT" "$raw" \
     | TZ=UTC timeout 300 "$ZKCLI" -server "127.0.0.1:$port" >> "$raw" 2>&1
   rc=$?
   [ $rc -eq 0 ] || echo "note: zkCli.sh against $kind exited $rc" >&2
@@ -258,7 +272,7 @@ run_one() {
   fi
   disown -a
   port=$(ensemble_port "$dir" follower) || { echo "reconfig: FAIL (no follower in $dir)"; return 1; }
-  feed "$dir" "$kind" "" "$WORK/$label.feeder.log" "$SCRIPT_DISABLED" \
+  feed "$dir" "$kind" "" "$WORK/$label.feeder.log" "$SCRIPT_DISABLED" "$raw" \
     | TZ=UTC timeout 120 "$ZKCLI" -server "127.0.0.1:$port" >> "$raw" 2>&1
   rc2=$?
   [ $rc2 -eq 0 ] || { echo "note: zkCli.sh against $kind (reconfigEnabled=false) exited $rc2" >&2; rc=$rc2; }
