@@ -30,7 +30,8 @@ acknowledged write.
   setting data, creating znodes with ACLs new to the leader, changing ACLs, deleting. The leader's log shows
   the SNAP took several steps and txns applied while it was written (its applied zxid
   past the SNAP's): the learner replayed them over a fuzzy stream, and every dump
-  (data, ACL, every Stat field) must still be identical.
+  (data, ACL, every Stat field) must still be identical, and a quota's usage on /fuzzy
+  (its stats znode) equal to what each member's tree holds.
 
 Prints one line per scenario and a summary; exits 1 on any failure.
 """
@@ -139,13 +140,30 @@ def write(members, prefix, n, acked):
         zk.close()
 
 
-def agree(members, acked, absent=()):
+def agree(members, acked, absent=(), dumps=None):
     """Every member's full dump identical, every acknowledged write present, none of
-    `absent` anywhere; returns the number of znodes."""
-    dumps = {m.sid: dump(m.port) for m in members}
-    problems, _, _ = agreement(dumps, acked, absent)
+    `absent` anywhere; returns the number of znodes. The dumps (sid -> dump()) go into
+    `dumps` when given."""
+    got = {m.sid: dump(m.port) for m in members}
+    problems, _, _ = agreement(got, acked, absent)
     check(not problems, "; ".join(problems))
-    return len(dumps[members[0].sid])
+    if dumps is not None:
+        dumps.update(got)
+    return len(got[members[0].sid])
+
+
+def quota_usage_problems(dumps, path):
+    """The members whose quota stats znode for `path` disagrees with the subtree in
+    their own dump (znodes at or below `path`, their data bytes)."""
+    stat_path = "/zookeeper/quota%s/zookeeper_stats" % path
+    problems = []
+    for sid, d in sorted(dumps.items()):
+        under = [p for p in d if p == path or p.startswith(path + "/")]
+        want = "count=%d,bytes=%d" % (len(under), sum(len(d[p][0] or b"") for p in under))
+        have = (d.get(stat_path, (None,))[0] or b"").decode()
+        if have != want:
+            problems.append("sid %d: %s holds %r, its tree %r" % (sid, stat_path, have, want))
+    return problems
 
 
 def the_sync(leader, offset, sid, before, scenario):
@@ -338,6 +356,12 @@ def fuzzy(members, acked):
     leader, followers = wait_roles(members)
     zk = client([leader])
     zk.ensure_path("/fuzzy")
+    # A quota on /fuzzy (as zkCli's setquota writes it): its usage must follow every
+    # write on every member, the learner's too (recounted after it loads the fuzzy
+    # stream, as ZooKeeper's DataTree.setupQuota does, then moved by the replayed txns).
+    zk.ensure_path("/zookeeper/quota/fuzzy")
+    zk.create("/zookeeper/quota/fuzzy/zookeeper_limits", b"count=100000,bytes=-1")
+    zk.create("/zookeeper/quota/fuzzy/zookeeper_stats", b"count=0,bytes=0")
     big = b"x" * 20000
     fill = ["/fuzzy/n%d" % i for i in range(2000)]
     for start in range(0, len(fill), 250):
@@ -413,12 +437,17 @@ def fuzzy(members, acked):
     check(steps > 1, "FUZZY: the SNAP took %d step" % steps)
     check(applied > zxid, "FUZZY: no txn applied while the SNAP was written (%#x, %#x)"
           % (zxid, applied))
-    n = agree(members, acked, absent=deleted)
+    dumps = {}
+    n = agree(members, acked, absent=deleted, dumps=dumps)
+    problems = quota_usage_problems(dumps, "/fuzzy")
+    check(not problems, "FUZZY: quota usage: " + "; ".join(problems))
+    usage = dumps[leader.sid]["/zookeeper/quota/fuzzy/zookeeper_stats"][0].decode()
     return "FUZZY: wiped sid %d rejoined under load: leader sid %d logged %s from zxid %#x " \
            "to %#x, written in %d steps with %d txns applied meanwhile (%#x to %#x) and %d " \
-           "messages held behind it; %d client writes; %d znodes equal on all members" \
+           "messages held behind it; %d client writes; %d znodes equal on all members; " \
+           "quota usage of /fuzzy %s on each, as its tree" \
            % (f.sid, leader.sid, got, frm, to, steps, applied - zxid, zxid, applied, held,
-              count[0], n)
+              count[0], n, usage)
 
 
 def main():
@@ -432,6 +461,9 @@ def main():
     done = []
     t0 = time.monotonic()
     scenarios = (snap, diff, trunc, cross, fuzzy)
+    only = os.environ.get("SYNC_ONLY")  # e.g. SYNC_ONLY=FUZZY: one scenario
+    if only:
+        scenarios = tuple(s for s in scenarios if s.__name__.upper() in only.split(","))
     for scenario in scenarios:
         try:
             line = scenario(members, acked)

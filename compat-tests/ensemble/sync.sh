@@ -6,7 +6,8 @@
 # each shown by the leader's log line and its zk_diff_count / zk_snap_count; after each,
 # every member's full dump is identical and holds every acknowledged write (sync.py).
 #   sync.sh             Ports ENSEMBLE_BASE+1..+23 (default 2980).
-# SYNC_EXPECT=DIFF=SNAP (say) expects the wrong mode in one scenario, to see it fail.
+# SYNC_EXPECT=DIFF=SNAP (say) expects the wrong mode in one scenario, to see it fail;
+# SYNC_ONLY=FUZZY (say; a comma-separated list) runs only those scenarios.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/lib.sh"

@@ -1354,7 +1354,7 @@ fn decode_stream(bytes: &[u8], zxid: Zxid) -> Result<State, String> {
             bytes.len() - r.offset()
         ));
     }
-    tree.finish_loading();
+    tree.recount_quotas();
     Ok(State {
         zxid,
         tree,
@@ -1381,7 +1381,7 @@ fn decode_state(bytes: &[u8]) -> Result<State, String> {
         tree_snapshot::decode_nodes(&mut tree, chunk, &mut acls)
             .map_err(|e| format!("snapshot chunk {}: {e}", i + 1))?;
     }
-    tree.finish_loading();
+    tree.recount_quotas();
     Ok(State {
         zxid: zxid as Zxid,
         tree,

@@ -137,7 +137,7 @@ impl Server {
                 tree_snapshot::decode_nodes(&mut tree, chunk, &mut acls)
                     .map_err(|e| corrupt(db, pos(i), e))?;
             }
-            tree.finish_loading();
+            tree.recount_quotas();
             tracing::debug!(znodes = tree.node_count(), "snapshot loaded");
             server.tree = tree;
             server.last_zxid = snap.zxid;

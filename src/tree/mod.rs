@@ -436,7 +436,14 @@ impl DataTree {
     ) -> Result<Stat, ErrorCode> {
         self.finish_loading();
         // Children are the znodes below the path, so they stay whatever replaces it.
-        self.remove_node(path, None);
+        // remove_node leaves quotas alone and create counts the znode again: take the
+        // old one out of its quota's usage first, so a replayed create the tree already
+        // holds moves the usage by its change of data only (ZooKeeper's replay refuses
+        // it as NODEEXISTS and changes nothing).
+        if let Some(old_len) = self.get(path).map(|n| n.data_len() as i64) {
+            self.remove_node(path, None);
+            self.update_quota_usage(path, -1, -old_len);
+        }
         self.create(path, data, acl, owner, parent_creates, zxid, time_ms)
     }
 
@@ -658,6 +665,37 @@ impl DataTree {
         }
     }
 
+    /// Recounts the usage of every quota into its stats znode, as ZooKeeper does after
+    /// it loads a snapshot (DataTree.setupQuota, updateQuotaForPath: `count=N,bytes=M`
+    /// of the subtree, the quota'd znode included; the stats znode's Stat unchanged).
+    /// Call it after loading a tree: a fuzzy snapshot (written while the tree changed,
+    /// ZAB-WIRE.md "SNAP") holds each stats znode as the writer found it, not as the
+    /// znodes around it were written, and the txns replayed over it then move the
+    /// counts from there.
+    pub fn recount_quotas(&mut self) {
+        self.finish_loading();
+        let roots: Vec<String> = self
+            .quota_paths
+            .iter()
+            .filter(|q| !q.is_empty() && q.as_str() != "/")
+            .cloned()
+            .collect();
+        for root in roots {
+            let stat_path = quota::node_path(&root, quota::STAT_NODE);
+            if self.get(&stat_path).is_none() {
+                continue;
+            }
+            let (count, bytes) = self.usage_of(&root);
+            let text = StatsTrack {
+                count,
+                bytes,
+                extra: Vec::new(),
+            }
+            .render();
+            self.replace_data(&stat_path, Some(text.as_bytes()));
+        }
+    }
+
     /// (znode count, data bytes) of the subtree at `path`, itself included; (0, 0)
     /// when there is no such znode. Costs a walk of the subtree.
     pub fn usage_of(&self, path: &str) -> (i64, i64) {
@@ -797,6 +835,91 @@ mod tests {
         let (limits, usage) = t.quota_for("/q/x").unwrap();
         assert_eq!(limits.count, 5);
         assert_eq!((usage.count, usage.bytes), (2, 5));
+    }
+
+    /// A tree with a quota on /q (limits, stats 0/0) and /q holding "ab".
+    fn quota_tree() -> DataTree {
+        let mut t = DataTree::new();
+        t.create("/q", Some(&b"ab"[..]), &open(), 0, 1, 2, 0)
+            .unwrap();
+        t.create("/zookeeper/quota/q", None, &open(), 0, 1, 3, 0)
+            .unwrap();
+        let q = "/zookeeper/quota/q";
+        let lim = &b"count=50,bytes=-1"[..];
+        t.create(
+            &format!("{q}/zookeeper_limits"),
+            Some(lim),
+            &open(),
+            0,
+            1,
+            4,
+            0,
+        )
+        .unwrap();
+        let st = &b"count=0,bytes=0"[..];
+        t.create(
+            &format!("{q}/zookeeper_stats"),
+            Some(st),
+            &open(),
+            0,
+            2,
+            5,
+            0,
+        )
+        .unwrap();
+        t
+    }
+
+    fn usage(t: &DataTree) -> (i64, i64) {
+        let (_, u) = t.quota_for("/q").unwrap();
+        (u.count, u.bytes)
+    }
+
+    #[test]
+    fn a_replayed_create_of_a_znode_the_tree_holds_counts_it_once() {
+        let mut t = quota_tree();
+        t.create("/q/x", Some(&b"xyz"[..]), &open(), 0, 1, 6, 0)
+            .unwrap();
+        assert_eq!(usage(&t), (2, 5));
+        // The same create again (a txn a fuzzy snapshot already reflects), then one
+        // whose data differs from what the tree holds: the count stays, bytes follow.
+        t.create_or_replace("/q/x", Some(&b"xyz"[..]), &open(), 0, 1, 6, 0)
+            .unwrap();
+        assert_eq!(usage(&t), (2, 5));
+        t.create_or_replace("/q/x", Some(&b"x"[..]), &open(), 0, 1, 6, 0)
+            .unwrap();
+        assert_eq!(usage(&t), (2, 3));
+        // A create the tree lacks counts as a create.
+        t.create_or_replace("/q/y", Some(&b"yy"[..]), &open(), 0, 2, 7, 0)
+            .unwrap();
+        assert_eq!(usage(&t), (3, 5));
+    }
+
+    #[test]
+    fn recounting_quotas_sets_each_stats_znode_to_its_subtree() {
+        let mut t = quota_tree();
+        t.create("/q/x", Some(&b"xyz"[..]), &open(), 0, 1, 6, 0)
+            .unwrap();
+        t.create("/q/x/y", Some(&b"1234"[..]), &open(), 0, 1, 7, 0)
+            .unwrap();
+        // A stats znode as a fuzzy snapshot may hold it: from before the last creates.
+        let stat_path = "/zookeeper/quota/q/zookeeper_stats";
+        let before = t.get(stat_path).unwrap().stat();
+        t.replace_data(stat_path, Some(&b"count=1,bytes=2"[..]));
+        assert_eq!(usage(&t), (1, 2));
+        t.recount_quotas();
+        assert_eq!(usage(&t), (3, 9));
+        assert_eq!(
+            t.get(stat_path).unwrap().data(),
+            Some(&b"count=3,bytes=9"[..])
+        );
+        // ZooKeeper writes the data only (updateQuotaForPath): the Stat's versions and
+        // zxids are as before.
+        let after = t.get(stat_path).unwrap().stat();
+        assert_eq!(
+            (after.version, after.mzxid, after.czxid),
+            (before.version, before.mzxid, before.czxid)
+        );
     }
 
     #[test]

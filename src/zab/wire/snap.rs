@@ -431,7 +431,7 @@ pub fn read_snapshot(bytes: &[u8]) -> Result<(DataTree, Vec<(i64, i32)>), Malfor
         tree.insert_loaded(n.path, n.data, n.acl, &n.meta);
         Ok(())
     })?;
-    tree.finish_loading();
+    tree.recount_quotas();
     let at = r.offset();
     let signature = r.ustring("signature")?;
     if signature != SIGNATURE {
