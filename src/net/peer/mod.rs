@@ -665,7 +665,7 @@ impl PeerInbox {
                 .shared
                 .quorum
                 .lock()
-                .is_current(from, generation)
+                .admit(from, generation)
                 .then_some(Input::Message { from, msg }),
             Event::Closed { peer, generation } => self
                 .shared

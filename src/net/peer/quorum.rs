@@ -7,7 +7,9 @@
 //!   FOLLOWERINFO or OBSERVERINFO (LearnerHandler drops any other); a newer one
 //!   from the same sid replaces the old, which the core hears of as
 //!   [`Input::Disconnected`](crate::zab::Input::Disconnected) before the new
-//!   connection's first message. Any sid but our own is accepted, server line or not:
+//!   connection's first message; what the core sends that sid until it is handed that
+//!   message was meant for the old connection and is dropped with it (`Slot::admitted`).
+//!   Any sid but our own is accepted, server line or not:
 //!   ZooKeeper's LearnerCnxAcceptor takes every learner, and a server joining by
 //!   reconfig syncs as a non-voting follower before the config that adds it commits
 //!   (whether it counts is the core's to say).
@@ -53,6 +55,14 @@ struct Slot {
     queued: Arc<AtomicUsize>,
     /// Dropped to close the connection at once, queued bytes or not.
     _close: oneshot::Sender<()>,
+    /// Whether the core has been handed this connection's first message. Until then
+    /// what it sends `peer` was meant for the connection this one replaced (a learner
+    /// that reconnected before the core heard the old one go: a SNAP written in steps
+    /// finishes meanwhile, say) and is dropped, as it would have been with the old
+    /// connection; a learner whose new connection got it first would read a SNAP or a
+    /// PROPOSAL where LEADERINFO belongs and start over. A connection this member
+    /// opened is its core's from the start.
+    admitted: bool,
 }
 
 /// One quorum connection's figures (ZooKeeper's LearnerHandler: `packetsReceived`,
@@ -204,6 +214,19 @@ impl Slots {
         self.slots.keys().filter(|s| !members.contains(s)).count()
     }
 
+    /// Whether `generation` is `peer`'s current connection; if it is, the core is
+    /// being handed its message, and what it sends `peer` from now on is this
+    /// connection's ([`Slot::admitted`]).
+    pub(crate) fn admit(&mut self, peer: Sid, generation: u64) -> bool {
+        match self.slots.get_mut(&peer) {
+            Some(s) if s.generation == generation => {
+                s.admitted = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Forgets `peer`'s connection if it is still `generation`; whether it was.
     pub(crate) fn remove_if_current(&mut self, peer: Sid, generation: u64) -> bool {
         let current = self.is_current(peer, generation);
@@ -265,6 +288,7 @@ impl Slots {
             tx,
             queued: queued.clone(),
             _close: close_tx,
+            admitted: remote.is_none(),
         };
         if let Some(b) = first {
             slot.push([b], limit);
@@ -332,22 +356,7 @@ pub(crate) fn send(shared: &Arc<Shared>, to: Sid, msg: Message) {
         return open(shared, to, &msg);
     }
     let mut slots = shared.quorum.lock();
-    let Some(slot) = slots.slots.get(&to) else {
-        // No connection: the message is lost as if with one that broke (Action::Send).
-        return;
-    };
-    let queued = if matches!(msg, Message::Snap { .. }) {
-        let Some(parts) = encode_snap(&msg, slot.side) else {
-            return;
-        };
-        slot.push(parts, shared.params.queue_bytes)
-    } else {
-        let Some(bytes) = encode(&msg, slot.side) else {
-            return;
-        };
-        slot.push([bytes], shared.params.queue_bytes)
-    };
-    if !queued {
+    if slots.queue(to, &msg, shared.params.queue_bytes) == Queued::Full {
         // Never wait for one peer, never skip a message inside a stream: the connection
         // goes, and the core hears it broke.
         warn!(
@@ -356,6 +365,48 @@ pub(crate) fn send(shared: &Arc<Shared>, to: Sid, msg: Message) {
         );
         slots.slots.remove(&to);
         shared.lost.lock().insert(to);
+    }
+}
+
+/// What became of a message for a peer ([`Slots::queue`]).
+#[derive(Debug, PartialEq, Eq)]
+enum Queued {
+    /// In the peer's queue.
+    Yes,
+    /// Lost as with a connection that broke (Action::Send): no connection, one the
+    /// core has not been handed yet ([`Slot::admitted`]), or no wire form.
+    Dropped,
+    /// The queue is full: the connection must go.
+    Full,
+}
+
+impl Slots {
+    /// Queues `msg` on `to`'s current connection, whose queue holds `limit` bytes.
+    fn queue(&self, to: Sid, msg: &Message, limit: usize) -> Queued {
+        let Some(slot) = self.slots.get(&to) else {
+            return Queued::Dropped;
+        };
+        if !slot.admitted {
+            let kind = msg.packet_type().and_then(kind_name).unwrap_or("message");
+            debug!("quorum: {kind} for server.{to}'s replaced connection dropped");
+            return Queued::Dropped;
+        }
+        let queued = if matches!(msg, Message::Snap { .. }) {
+            let Some(parts) = encode_snap(msg, slot.side) else {
+                return Queued::Dropped;
+            };
+            slot.push(parts, limit)
+        } else {
+            let Some(bytes) = encode(msg, slot.side) else {
+                return Queued::Dropped;
+            };
+            slot.push([bytes], limit)
+        };
+        if queued {
+            Queued::Yes
+        } else {
+            Queued::Full
+        }
     }
 }
 
@@ -681,6 +732,46 @@ mod tests {
         assert_eq!(installed.rx.try_recv().map(|b| b.len()), Some(40));
         assert_eq!(slot.queued.load(Ordering::Acquire), 0);
         assert!(slot.push([snap], 100), "empty again");
+    }
+
+    #[test]
+    fn what_the_core_sends_a_learner_before_it_hears_of_its_new_connection_is_dropped() {
+        let mut slots = Slots::default();
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let ping = Message::Ping {
+            zxid: 5,
+            touched: Vec::new(),
+        };
+        let mut old = slots.install(2, Side::Leader, None, Some(addr), 1000);
+        assert!(
+            slots.admit(2, old.generation),
+            "the core takes its FOLLOWERINFO"
+        );
+        assert_eq!(slots.queue(2, &ping, 1000), Queued::Yes);
+        assert!(old.rx.try_recv().is_some());
+        // The learner connects again: the new connection replaces the old one before
+        // the core hears of it. What the core sends meanwhile was the old one's.
+        let mut new = slots.install(2, Side::Leader, None, Some(addr), 1000);
+        assert!(new.replaced);
+        let snap = Message::Snap {
+            zxid: 5,
+            snapshot: Bytes::from_static(b"stream"),
+        };
+        assert_eq!(slots.queue(2, &snap, 1000), Queued::Dropped);
+        assert_eq!(slots.queue(2, &ping, 1000), Queued::Dropped);
+        assert!(
+            new.rx.try_recv().is_none(),
+            "nothing reached the new connection"
+        );
+        assert!(!slots.admit(2, old.generation), "the old one is gone");
+        // Its first message handed to the core: from now on sends are its.
+        assert!(slots.admit(2, new.generation));
+        assert_eq!(slots.queue(2, &ping, 1000), Queued::Yes);
+        assert!(new.rx.try_recv().is_some());
+        // A connection this member opens is its core's from the start.
+        let mut out = slots.install(3, Side::Learner, None, None, 1000);
+        assert_eq!(slots.queue(3, &ping, 1000), Queued::Yes);
+        assert!(out.rx.try_recv().is_some());
     }
 
     #[test]
