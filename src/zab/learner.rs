@@ -240,9 +240,10 @@ impl Learner {
                     return Next::Stay;
                 }
                 let t = Txn { zxid: z, data: txn };
-                if !ctx.log.append(t.clone()) {
-                    // Txns come in strictly increasing zxid order on one stream
-                    // (ZOOKEEPER-4925's continuity): anything else is a broken leader.
+                if !ctx.log.append_next(t.clone()) {
+                    // Txns come one after another on one stream (ZOOKEEPER-4925's
+                    // continuity): a gap is a stream that lost some (messages meant
+                    // for a connection that was replaced) or a broken leader.
                     return Next::Look;
                 }
                 if ctx.config.reconfig_enabled {
@@ -277,7 +278,7 @@ impl Learner {
                 },
             ) if self.observer => {
                 let t = Txn { zxid: z, data: txn };
-                if !ctx.log.append(t.clone()) {
+                if !ctx.log.append_next(t.clone()) {
                     return Next::Look;
                 }
                 let qv = config_of_txn(&t.data);
@@ -295,7 +296,7 @@ impl Learner {
                 if self.observer =>
             {
                 let t = Txn { zxid: z, data: txn };
-                if !ctx.log.append(t.clone()) {
+                if !ctx.log.append_next(t.clone()) {
                     return Next::Look;
                 }
                 ctx.emit(Action::AppendTxns { txns: vec![t] });

@@ -66,6 +66,19 @@ impl Log {
         true
     }
 
+    /// Appends `txn` if its zxid comes right after `last()`: the next counter in the
+    /// same epoch, or the first of a later epoch (a leader numbers its proposals
+    /// 1, 2, 3... in its epoch, and a learner's stream carries every one after its
+    /// sync point). False (and nothing changes) otherwise: the stream lost a txn, and
+    /// logging past the gap would commit a history without it (ZOOKEEPER-4925's
+    /// discontinuous committedLog; a learner that sees one syncs again).
+    pub fn append_next(&mut self, txn: Txn) -> bool {
+        if !follows(self.last(), txn.zxid) {
+            return false;
+        }
+        self.append(txn)
+    }
+
     /// Whether a txn with exactly `zxid` is held.
     pub fn contains(&self, zxid: Zxid) -> bool {
         zxid == self.base || self.position(zxid).is_ok()
@@ -159,9 +172,44 @@ impl Log {
     }
 }
 
+/// Whether `next` is the zxid right after `last` in a leader's history: the next
+/// counter of the same epoch, or counter 1 of a later one.
+pub fn follows(last: Zxid, next: Zxid) -> bool {
+    let (e, c) = (super::epoch_of(last), super::counter_of(last));
+    let (ne, nc) = (super::epoch_of(next), super::counter_of(next));
+    if ne == e {
+        c.checked_add(1) == Some(nc)
+    } else {
+        ne > e && nc == 1
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_learner_appends_only_the_txn_right_after_its_last() {
+        assert!(follows(zxid(3, 7), zxid(3, 8)));
+        assert!(
+            follows(zxid(2, 9), zxid(3, 1)),
+            "the first of a later epoch"
+        );
+        assert!(follows(0, zxid(1, 1)));
+        assert!(!follows(zxid(3, 9), zxid(3, 15)), "a gap");
+        assert!(
+            !follows(zxid(2, 9), zxid(3, 2)),
+            "a later epoch from its second txn"
+        );
+        assert!(!follows(zxid(3, 9), zxid(3, 9)));
+        assert!(!follows(zxid(3, 9), zxid(2, 10)));
+        let mut log = Log::new(zxid(3, 7), [], 100);
+        assert!(log.append_next(t(3, 8)));
+        assert!(!log.append_next(t(3, 10)), "3:9 lost");
+        assert_eq!(log.last(), zxid(3, 8), "nothing changed");
+        assert!(log.append_next(t(3, 9)));
+        assert!(log.append_next(t(4, 1)));
+    }
     use crate::zab::zxid;
     use bytes::Bytes;
 

@@ -249,6 +249,12 @@ pub struct World {
     epochs: HashSet<u32>,
 }
 
+/// A tracing span naming the member and the simulated time, for the members' own logs
+/// (`KEEL_SIM_LOG`, a tracing filter such as `keel=debug`).
+fn member_span(sid: Sid, now: u64) -> tracing::span::EnteredSpan {
+    tracing::info_span!(target: "keel::sim", "m", sid, t = now.saturating_sub(T0)).entered()
+}
+
 fn key(a: Sid, b: Sid) -> (Sid, Sid) {
     (a.min(b), a.max(b))
 }
@@ -612,6 +618,7 @@ impl World {
             Ok(()) => {
                 if let Some(zxid) = appended.filter(|_| self.opts.lying_fsync) {
                     let now = self.now;
+                    let _span = member_span(sid, now);
                     let r = self.m(sid).replica.as_mut().expect("alive");
                     let effects = r.durable(now, zxid);
                     self.execute(sid, effects);
@@ -704,6 +711,7 @@ impl World {
                 {
                     return true;
                 }
+                let _span = member_span(to, now);
                 let r = self.m(to).replica.as_mut().expect("alive");
                 let effects = r.message(now, from, msg);
                 self.execute(to, effects);
@@ -714,6 +722,7 @@ impl World {
                 incarnation,
             } => {
                 if live(self, sid, incarnation) {
+                    let _span = member_span(sid, now);
                     let r = self.m(sid).replica.as_mut().expect("alive");
                     let effects = r.disconnected(now, peer);
                     self.execute(sid, effects);
@@ -727,6 +736,7 @@ impl World {
                 incarnation,
             } => {
                 if live(self, sid, incarnation) {
+                    let _span = member_span(sid, now);
                     let r = self.m(sid).replica.as_mut().expect("alive");
                     let effects = r.log_read(now, peer, after, txns);
                     self.execute(sid, effects);
@@ -741,12 +751,14 @@ impl World {
                     let m = self.m(sid);
                     m.syncing = false;
                     let zxid = m.storage.sync_to(point);
+                    let _span = member_span(sid, now);
                     let effects = m.replica.as_mut().expect("alive").durable(now, zxid);
                     self.execute(sid, effects);
                 }
             }
             Event::Tick { sid, incarnation } => {
                 if live(self, sid, incarnation) {
+                    let _span = member_span(sid, now);
                     let r = self.m(sid).replica.as_mut().expect("alive");
                     let effects = r.tick(now);
                     self.execute(sid, effects);
@@ -768,6 +780,7 @@ impl World {
                     self.count("SNAP steps");
                     let m = self.m(sid);
                     m.snap_stepping = false;
+                    let _span = member_span(sid, now);
                     let effects = m.replica.as_mut().expect("alive").snap_step(now);
                     self.execute(sid, effects);
                 }
@@ -861,6 +874,7 @@ impl World {
 
     fn input(&mut self, sid: Sid, input: Input) {
         let now = self.now;
+        let _span = member_span(sid, now);
         if let Some(r) = self.m(sid).replica.as_mut() {
             let effects = r.client(now, input);
             self.execute(sid, effects);
