@@ -63,7 +63,9 @@ ZK_BENIGN='maxCnxns is not configured|Connection broken for id|Interrupting Send
 # mismatch). Accepted only when zk_txnlog_dups.py finds that every doubled zxid's
 # copies are the same txn: ZOOKEEPER-4712 (a learner's SyncThread left running when it
 # loses its leader writes the txns it had queued after the member read its log; its
-# next DIFF brings them again). Different txns under one zxid fail the check.
+# next DIFF brings them again), and when each of those lines names a doubled zxid (a
+# digest mismatch at a zxid logged once is a real one). Different txns under one zxid
+# fail the check.
 ZK_DOUBLE_LOGGED='\(highestZxid\) > [0-9]+\(next log\) for type|First digest mismatch on txn|Digests are not matching'
 
 zk_log_problems() { # DIR
@@ -75,9 +77,9 @@ zk_log_problems() { # DIR
     [ -n "$lines" ] || continue
     if ! grep -qvE "$ZK_DOUBLE_LOGGED" <<< "$lines"; then
       # Only the double-logging lines: benign if the doubled txns are the same txns.
-      if dups=$(python3 "$(dirname "${BASH_SOURCE[0]}")/zk_txnlog_dups.py" "$1/m$i/data") \
+      if dups=$(python3 "$(dirname "${BASH_SOURCE[0]}")/zk_txnlog_dups.py" "$1/m$i/data" <(cat <<< "$lines")) \
          && [ "$dups" != "duplicates 0" ]; then
-        echo "m$i: ZooKeeper's own double-logged txns (ZOOKEEPER-4712), $(wc -l <<< "$lines") log lines; txn logs: $dups" >&2
+        echo "m$i: ZooKeeper's own double-logged txns (ZOOKEEPER-4712), $(wc -l <<< "$lines") log lines, each at a doubled zxid; txn logs: $dups" >&2
         continue
       fi
       lines="$lines"$'\n'"txn logs: $dups"

@@ -1,7 +1,7 @@
 """The zxids a ZooKeeper dataDir's txn logs hold more than once, and whether every copy
 of each is the same txn.
 
-Usage: zk_txnlog_dups.py DATA_DIR
+Usage: zk_txnlog_dups.py DATA_DIR [LOG_LINES]
 
 Reads DATA_DIR/version-2/log.* (ZooKeeper's FileTxnLog: a header, int magic ZKLG, int
 version, long dbid; then records: long Adler-32 checksum, int length, the txn (TxnHeader:
@@ -13,6 +13,13 @@ Prints one line: `duplicates N identical|DIFFERENT first 0x.. last 0x..` (N = re
 whose zxid an earlier record already had). Exits 0 when every zxid's copies are byte for
 byte the same txn, 1 when some zxid was logged with two different txns (two histories:
 a divergence, never a double write), 2 on an unreadable log.
+
+With LOG_LINES (a file of the member's ERROR/WARN lines about them), each line must name
+a zxid that the logs hold twice: the "N(next log)" of FileTxnSnapLog's "highestZxid >
+next log", the txn header's zxid of DataTree's "First digest mismatch on txn: clientId,
+cxid,zxid,...", the (last) value of its rate-limited "Digests are not matching. Value is
+Zxid." Any other line (a mismatch at a zxid logged once: a real divergence) is printed
+and the exit status is 1.
 
 Why: ZooKeeper 3.8.0's learner does not stop its SyncRequestProcessor when it loses its
 leader (Learner.shutdown calls ZooKeeperServer.shutdown(boolean), which
@@ -26,10 +33,26 @@ of the same txns is that bug; different txns under one zxid would be a real dive
 
 import glob
 import os
+import re
 import struct
 import sys
 
 MAGIC = struct.unpack(">i", b"ZKLG")[0]
+
+# Where each accepted line names its zxid (decimal).
+LINE_ZXID = [re.compile(r"(\d+)\(next log\)"),
+             re.compile(r"First digest mismatch on txn: -?\d+,-?\d+,(\d+),"),
+             re.compile(r"Digests are not matching\. Value is Zxid\. (?:Last value|Value):(\d+)")]
+
+
+def unexplained(lines, doubled):
+    """The lines that name no zxid of `doubled`."""
+    out = []
+    for line in lines:
+        zxids = [int(m.group(1)) for r in LINE_ZXID for m in [r.search(line)] if m]
+        if not zxids or any(z not in doubled for z in zxids):
+            out.append(line)
+    return out
 
 
 def records(path):
@@ -82,6 +105,13 @@ def main():
         len(dups), "DIFFERENT" if different else "identical", min(dups), max(dups),
         " (%d zxids with different txns, first %#x)" % (len(different), different[0])
         if different else ""))
+    if len(sys.argv) > 2:
+        with open(sys.argv[2]) as f:
+            bad = unexplained([l.rstrip("\n") for l in f if l.strip()], set(dups))
+        for line in bad:
+            print("not a doubled zxid: %s" % line)
+        if bad:
+            return 1
     return 1 if different else 0
 
 

@@ -114,7 +114,10 @@ pub fn server_state(state: Replayed) -> (DataTree, SessionTracker, i64) {
     for (path, node) in state.nodes {
         tree.insert_loaded(&path, node.data.as_deref(), &node.acl, &node.meta());
     }
-    tree.finish_loading();
+    // As every load of a keel store recounts (a restart, and the read-back below): the
+    // replay moved only the deepest quota's usage (DataTree.updateQuotaStat), which a
+    // recount of nested quotas would change, and the read-back would refuse the store.
+    tree.recount_quotas();
     (tree, sessions, state.last_zxid)
 }
 
