@@ -94,9 +94,9 @@ def describe_connect(payload):
     return "session of server %d (timeout %d, readOnly %s)" % (sid >> 56, timeout, ro)
 
 
-def raw_request(s, xid, opcode, body=b""):
+def raw_request(s, xid, opcode, body=b"", timeout_s=3.0):
     s.sendall(rawzk.request(xid, opcode, body))
-    p = read_frame(s)
+    p = read_frame(s, timeout_s)
     if not p:
         return None, "closed" if p == b"" else "no answer"
     xid_r, zxid, err = struct.unpack(">iqi", p[:16])
@@ -153,7 +153,10 @@ r = rawzk.Reader(got)
 r.i32(), r.i32()
 g_id = r.i64()
 g_pw = r.buf()
-_, res = raw_request(g, 1, rawzk.CREATE, rawzk.create_body("/ro/eph", b"", flags=1))
+# ZooKeeper upgrades the local session first (a createSession proposal, then the
+# create): on a loaded 2-core CI machine that took longer than 3 s once.
+_, res = raw_request(g, 1, rawzk.CREATE, rawzk.create_body("/ro/eph", b"", flags=1),
+                     timeout_s=20.0)
 fact("global session: ephemeral create", res)
 time.sleep(1.0)  # every member has applied the writes
 

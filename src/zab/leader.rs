@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
+use super::log::follows;
 use super::message::Message;
 use super::quorum::QuorumVerifier;
 use super::reconfig::{config_of_txn, designated_leader, quorum_point};
@@ -724,10 +725,13 @@ impl Leader {
         // The window is pinned at `upto` while the read is out (`commit`), so txns that
         // reach `upto` join it; a base past it would be a hole all the same.
         let window_holds_upto = ctx.log.base() <= upto;
+        // One after another from the learner's last txn (`follows`): a log with a
+        // hole (written by an older keel, whose learners logged past a lost txn)
+        // gets a SNAP, not a DIFF that carries the hole on.
         let joined = txns.filter(|txns| {
             let mut prev = after;
             let ordered = txns.iter().all(|t| {
-                let ok = t.zxid > prev && t.zxid <= upto;
+                let ok = follows(prev, t.zxid) && t.zxid <= upto;
                 prev = t.zxid;
                 ok
             });

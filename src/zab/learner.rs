@@ -270,13 +270,16 @@ impl Learner {
                 self.activate(ctx, qv, Some(leader))
             }
             (
-                Phase::AwaitUpToDate | Phase::Broadcast,
+                Phase::Syncing | Phase::AwaitDurable | Phase::AwaitUpToDate | Phase::Broadcast,
                 Message::InformAndActivate {
                     zxid: z,
                     leader,
                     txn,
                 },
             ) if self.observer => {
+                if self.phase != Phase::Broadcast && z <= ctx.log.committed() {
+                    return Next::Stay;
+                }
                 let t = Txn { zxid: z, data: txn };
                 if !ctx.log.append_next(t.clone()) {
                     return Next::Look;
@@ -292,9 +295,19 @@ impl Learner {
                 Phase::Syncing | Phase::AwaitDurable | Phase::AwaitUpToDate | Phase::Broadcast,
                 Message::Commit { zxid: z },
             ) => self.commit(ctx, z),
-            (Phase::AwaitUpToDate | Phase::Broadcast, Message::Inform { zxid: z, txn })
-                if self.observer =>
-            {
+            // A leader forwards an observer the txns committed after its sync was
+            // queued as INFORMs from then on, so they come before NEWLEADER (a
+            // ZooKeeper leader's `startForwarding` precedes it), before this member
+            // acknowledged it, or before UPTODATE (Learner.syncWithLeader takes them
+            // at any point of the sync). Those a SNAP behind our commit point brings
+            // again are held and applied already.
+            (
+                Phase::Syncing | Phase::AwaitDurable | Phase::AwaitUpToDate | Phase::Broadcast,
+                Message::Inform { zxid: z, txn },
+            ) if self.observer => {
+                if self.phase != Phase::Broadcast && z <= ctx.log.committed() {
+                    return Next::Stay;
+                }
                 let t = Txn { zxid: z, data: txn };
                 if !ctx.log.append_next(t.clone()) {
                     return Next::Look;

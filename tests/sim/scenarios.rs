@@ -93,6 +93,14 @@ fn converge(w: &mut World) {
     w.checker.acked_committed().unwrap();
 }
 
+/// Whether `sid` serves as a learner.
+fn serving(w: &World, sid: Sid) -> bool {
+    matches!(
+        w.members[sid as usize - 1].role,
+        Some(RoleChange::LearnerServing { .. })
+    )
+}
+
 fn followers(w: &World, leader: Sid) -> Vec<Sid> {
     w.members
         .iter()
@@ -308,6 +316,24 @@ fn new_leader_writes_current_epoch_only_over_a_durable_history() {
     converge(&mut w);
 }
 
+/// Crashes learner `sid`, commits 30 txns without it, gives it a slow disk (50-100 ms
+/// fsyncs) and restarts it under a write every 2 ms: it must serve within 1 s.
+fn rejoin_under_writes(w: &mut World, sid: Sid) {
+    w.crash(sid);
+    write(w, 30);
+    w.set_fsync(sid, 50, 100);
+    w.opts.propose_every_ms = 2;
+    w.workload = true;
+    w.restart(sid);
+    let joined = w.run_until_cond(1_000, |w| serving(w, sid));
+    ok(w);
+    assert!(
+        joined,
+        "learner {sid} never joined under continuous writes; roles {:?}",
+        roles(w)
+    );
+}
+
 /// ZOOKEEPER-4394: continuous writes during a DIFF join: the joining learner's
 /// NEWLEADER ACK waits only for the txns before NEWLEADER, so it gets in.
 #[test]
@@ -315,27 +341,43 @@ fn zk4394_continuous_writes_during_diff_join() {
     let mut w = world(4394, Options::quiet(3));
     let l = settle(&mut w);
     let f = followers(&w, l)[0];
-    w.crash(f);
-    write(&mut w, 30);
-    w.set_fsync(f, 50, 100);
-    w.opts.propose_every_ms = 2;
-    w.workload = true;
-    w.restart(f);
     // Well within initLimit (1 s): a learner whose ACK waited for every txn, including
     // those streaming in after NEWLEADER, would only get in through a lucky pause.
-    let joined = w.run_until_cond(1_000, |w| {
-        matches!(
-            w.members[f as usize - 1].role,
-            Some(RoleChange::LearnerServing { .. })
-        )
-    });
-    ok(&w);
-    assert!(
-        joined,
-        "the learner never joined under continuous writes; roles {:?}",
-        roles(&w)
-    );
+    rejoin_under_writes(&mut w, f);
     assert!(sync_count(&w, "diff") >= 1);
+    w.workload = false;
+    converge(&mut w);
+}
+
+/// An observer that rejoins under continuous writes with a slow disk: the INFORMs of
+/// what commits after its sync was queued reach it before its NEWLEADER ACK (its
+/// log is not yet durable) and before UPTODATE. It takes them there, as
+/// Learner.syncWithLeader does, instead of going LOOKING each time (it never joined
+/// while the writes went on).
+#[test]
+fn observer_rejoins_under_continuous_writes() {
+    let mut w = world(
+        4395,
+        Options {
+            observers: 1,
+            ..Options::quiet(3)
+        },
+    );
+    let l = settle(&mut w);
+    let o = 4;
+    assert_ne!(l, o, "an observer never leads");
+    // It holds txns, so it rejoins by a DIFF whose PROPOSALs its slow disk must make
+    // durable before its NEWLEADER ACK.
+    write(&mut w, 5);
+    rejoin_under_writes(&mut w, o);
+    // It keeps serving while the writes go on: no INFORM sends it LOOKING.
+    w.run_for(2_000);
+    ok(&w);
+    expect(
+        &w,
+        serving(&w, o),
+        "the observer left the leader under continuous writes",
+    );
     w.workload = false;
     converge(&mut w);
 }
@@ -423,12 +465,7 @@ fn continuous_writes_during_a_diff_from_the_log() {
     let since =
         |w: &World, kind: &str| sync_count(w, kind) - before.get(kind).copied().unwrap_or(0);
     w.restart(f);
-    let joined = w.run_until_cond(3_000, |w| {
-        matches!(
-            w.members[f as usize - 1].role,
-            Some(RoleChange::LearnerServing { .. })
-        )
-    });
+    let joined = w.run_until_cond(3_000, |w| serving(w, f));
     ok(&w);
     let what = format!("the learner joins after one log read; syncs {:?}", w.syncs);
     expect(&w, joined, &what);
@@ -500,6 +537,18 @@ fn a_log_larger_than_the_snapshot_factor_gets_snap() {
 fn zk2418_gap_between_the_log_and_the_window_gets_snap() {
     let (mut w, _, f) = follower_behind_the_window(2418);
     w.log_read_gap = true;
+    let synced = rejoin_counting(&mut w, f);
+    expect_snap_after(&w, synced, "log_read");
+}
+
+/// A hole inside what the on-disk log gave (an older keel's learner could log past
+/// a lost txn): the txns still ascend and reach the window, but a DIFF across the
+/// hole breaks the learner's stream (it goes LOOKING, again and again); the leader
+/// sends a SNAP instead.
+#[test]
+fn a_hole_in_the_on_disk_log_gets_snap() {
+    let (mut w, _, f) = follower_behind_the_window(2421);
+    w.log_read_hole = true;
     let synced = rejoin_counting(&mut w, f);
     expect_snap_after(&w, synced, "log_read");
 }

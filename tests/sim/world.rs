@@ -173,6 +173,9 @@ pub struct World {
     /// Drop the last txn of every log read (ZOOKEEPER-2418's gap between the on-disk
     /// log and the window): the leader must notice and send a SNAP.
     pub log_read_gap: bool,
+    /// Whether an on-disk log read drops a txn from its middle (a log with a hole, as
+    /// an older keel's learners could write): the leader must not DIFF across it.
+    pub log_read_hole: bool,
     /// How long an on-disk log read takes, ms: uniformly in `log_read_ms.0..log_read_ms.1`.
     pub log_read_ms: (u64, u64),
     /// Whether a message now and then takes 20-300 ms (holding up every message
@@ -256,6 +259,7 @@ impl World {
             syncs: BTreeMap::new(),
             log_served: HashSet::new(),
             log_read_gap: false,
+            log_read_hole: false,
             log_read_ms: (0, 20),
             delay_spikes: true,
             crash_after: None,
@@ -646,6 +650,11 @@ impl World {
                     if self.log_read_gap {
                         if let Some(t) = txns.as_mut() {
                             t.pop();
+                        }
+                    }
+                    if self.log_read_hole {
+                        if let Some(t) = txns.as_mut().filter(|t| t.len() >= 3) {
+                            t.remove(t.len() / 2);
                         }
                     }
                     let served = if txns.is_some() {
