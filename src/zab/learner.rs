@@ -278,7 +278,14 @@ impl Learner {
                 },
             ) if self.observer => {
                 if self.phase != Phase::Broadcast && z <= ctx.log.committed() {
-                    return Next::Stay;
+                    // The txn is held (a SNAP taken after it committed), but its
+                    // config still activates here, with the leader it names.
+                    let newer =
+                        config_of_txn(&txn).filter(|qv| qv.version() > ctx.config.quorum.version());
+                    return match newer {
+                        Some(qv) => self.activate(ctx, Some(qv), Some(leader)),
+                        None => Next::Stay,
+                    };
                 }
                 let t = Txn { zxid: z, data: txn };
                 if !ctx.log.append_next(t.clone()) {

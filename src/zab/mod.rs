@@ -1162,4 +1162,104 @@ mod tests {
             "{out:?}"
         );
     }
+
+    /// A ZooKeeper 3.8 leader forwards an observer what commits during its sync as
+    /// INFORMs from `startForwarding` on, ahead of NEWLEADER, some already inside the
+    /// SNAP; a keel leader sends them after NEWLEADER, before the observer's ACK.
+    /// The observer takes each (skipping those the SNAP holds) and stays in sync.
+    #[test]
+    fn an_observer_takes_informs_at_any_point_of_its_sync() {
+        let config = Config::new(4, QuorumVerifier::new([1, 2, 3], [4]), 100, 10, 5);
+        let (mut peer, _) = Peer::new(config, Recovered::default(), 0);
+        for from in [1, 2, 3] {
+            let state = match from {
+                3 => ServerState::Leading,
+                _ => ServerState::Following,
+            };
+            let msg = Message::Notification(Notification {
+                state,
+                leader: 3,
+                zxid: zxid(1, 3),
+                election_epoch: 1,
+                peer_epoch: 1,
+                config: Bytes::new(),
+            });
+            peer.step(1, Input::Message { from, msg });
+        }
+        peer.step(1000, Input::Tick);
+        assert_eq!(peer.leader(), Some(3), "observes 3");
+        let t = std::cell::Cell::new(1000);
+        let mut step = |msg: Message| {
+            t.set(t.get() + 1);
+            peer.step(t.get(), Input::Message { from: 3, msg })
+        };
+        let inform = |n| Message::Inform {
+            zxid: zxid(1, n),
+            txn: Bytes::from_static(b"t"),
+        };
+        let looks = |out: &[Action]| {
+            out.iter()
+                .any(|a| matches!(a, Action::CloseConnection { peer: 3 }))
+        };
+        let mut out = step(Message::LeaderInfo {
+            new_epoch: 1,
+            protocol_version: 0x10000,
+        });
+        out.extend(step(Message::Snap {
+            zxid: zxid(1, 3),
+            snapshot: Bytes::new(),
+        }));
+        // Committed before the SNAP was read: held already.
+        out.extend(step(inform(2)));
+        out.extend(step(inform(3)));
+        out.extend(step(inform(4)));
+        out.extend(step(Message::NewLeader {
+            epoch: 1,
+            config: Bytes::new(),
+        }));
+        assert!(!looks(&out), "{out:?}");
+        assert!(
+            out.contains(&Action::Commit { upto: zxid(1, 4) }),
+            "{out:?}"
+        );
+        // Before its NEWLEADER ACK: the txn the INFORM before NEWLEADER brought is
+        // not yet durable.
+        let out = step(inform(5));
+        assert!(!looks(&out), "{out:?}");
+        assert!(
+            out.contains(&Action::Commit { upto: zxid(1, 5) }),
+            "{out:?}"
+        );
+        let out = peer.step(2000, Input::Durable { zxid: zxid(1, 4) });
+        assert!(
+            out.iter().any(|a| matches!(
+                a,
+                Action::Send {
+                    to: 3,
+                    msg: Message::Ack { .. }
+                }
+            )),
+            "the NEWLEADER ACK waits only for what came before NEWLEADER: {out:?}"
+        );
+        let out = peer.step(
+            2001,
+            Input::Message {
+                from: 3,
+                msg: inform(6),
+            },
+        );
+        assert!(!looks(&out), "{out:?}");
+        let out = peer.step(
+            2002,
+            Input::Message {
+                from: 3,
+                msg: Message::UpToDate {
+                    committed: Some(zxid(1, 6)),
+                },
+            },
+        );
+        assert!(!looks(&out), "{out:?}");
+        assert_eq!(peer.zab_state(), ZabState::Broadcast);
+        assert_eq!(peer.committed(), zxid(1, 6));
+    }
 }
