@@ -39,9 +39,12 @@ const ADMIN_QUEUE: usize = 64;
 const STORAGE_QUEUE: usize = 65536;
 /// Answers of the storage thread's DIFF reads waiting for the core.
 const STORAGE_EVENTS: usize = 64;
-/// A peer message whose handling takes this long is logged, ms: the core serves
+/// Peer messages whose handling in one turn takes this long are logged, ms: the core serves
 /// nothing meanwhile, and a learner or follower waits syncLimit ticks at most.
 const SLOW_STEP_MS: u64 = 200;
+/// Peer inputs taken in one turn of the core's loop at most, so that client requests,
+/// the durable zxid and ticks still get their turns under a flood of peer messages.
+const PEER_BATCH: usize = 256;
 
 /// Snapshot chunks handed to the storage thread and not yet written (as standalone).
 const SNAPSHOT_CHUNKS_IN_FLIGHT: usize = 2;
@@ -71,6 +74,44 @@ pub fn zab_config(config: &Config, my_id: Sid) -> Result<zab::Config, String> {
     );
     zab.reconfig_enabled = config.reconfig_enabled;
     Ok(zab)
+}
+
+/// Whether `msg` is one of the broadcast's per-zxid messages (PROPOSAL, COMMIT, ACK) or
+/// a PING: too many to log each at debug level.
+fn is_chatter(msg: &Message) -> bool {
+    matches!(
+        msg,
+        Message::Proposal { .. }
+            | Message::Commit { .. }
+            | Message::Ack { .. }
+            | Message::Ping { .. }
+    )
+}
+
+/// Whether `effect` is of the broadcast's steady state (a client reply, a log append,
+/// a PROPOSAL, ACK, COMMIT, INFORM, PING, REQUEST or REVALIDATE), after which the core
+/// may take the next queued peer input before executing it. Any other (a connection
+/// opened or closed, an epoch or a TRUNC or SNAP to persist, a sync message, a config
+/// change, a halt) is executed before the next peer input is admitted, as when the core
+/// took one input per turn: the inbox drops what a closed connection still had queued
+/// only once the close has run.
+fn is_plain(effect: &Effect) -> bool {
+    match effect {
+        Effect::Client { .. } | Effect::Storage(_) => true,
+        Effect::Zab(Action::AppendTxns { .. }) => true,
+        Effect::Zab(Action::Send { msg, .. }) => matches!(
+            msg,
+            Message::Proposal { .. }
+                | Message::Ack { .. }
+                | Message::Commit { .. }
+                | Message::Inform { .. }
+                | Message::Ping { .. }
+                | Message::Request { .. }
+                | Message::Revalidate { .. }
+                | Message::RevalidateReply { .. }
+        ),
+        _ => false,
+    }
 }
 
 /// Txns from `from` to `to` in one epoch's numbering (0 when `from` is at or past
@@ -469,45 +510,22 @@ impl EnsembleCore {
                     call.run(self.replica.server_mut(), &config, Some(&view));
                 }
                 input = inbox.recv() => {
+                    // What is queued behind it is taken in the same turn (one clock
+                    // read, one execution of the effects): a leader gets an ACK per
+                    // zxid from each follower, a follower a PROPOSAL and a COMMIT.
                     let now = now_ms() as u64;
-                    let effects = match input {
-                        zab::Input::Message { from, msg: msg @ Message::Snap { .. } } => {
-                            // The SNAP's parts, for the catch-up figures (issue 16): the
-                            // stream as it arrived, then its reading into the tree
-                            // (the "installing" line follows when that is done).
-                            let bytes = match &msg {
-                                Message::Snap { snapshot, .. } => snapshot.len(),
-                                _ => 0,
-                            };
-                            tracing::info!(from, bytes, "the leader's SNAP stream is in; reading it");
-                            let read = std::time::Instant::now();
-                            let effects = self.replica.message(now, from, msg);
-                            tracing::info!(
-                                elapsed_ms = read.elapsed().as_millis() as u64,
-                                "the leader's SNAP stream read into the tree"
-                            );
-                            effects
-                        }
-                        zab::Input::Message { from, msg } => {
-                            let kind = msg.packet_type().unwrap_or(0);
-                            let started = std::time::Instant::now();
-                            if !matches!(msg, Message::Proposal { .. } | Message::Commit { .. } | Message::Ack { .. } | Message::Ping { .. }) {
-                                tracing::debug!(from, kind, "peer message");
-                            }
-                            let effects = self.replica.message(now, from, msg);
-                            let busy_ms = started.elapsed().as_millis() as u64;
-                            if busy_ms >= SLOW_STEP_MS {
-                                tracing::info!(from, kind, busy_ms, "a peer message kept the core busy");
-                            }
-                            effects
-                        }
-                        zab::Input::Disconnected { peer } => self.replica.disconnected(now, peer),
-                        other => {
-                            tracing::error!(?other, "the peer inbox gave an input it never should");
-                            Vec::new()
-                        }
-                    };
-                    self.pending.extend(effects);
+                    let started = std::time::Instant::now();
+                    let (mut kind, mut plain) = self.peer_input(now, input);
+                    let mut taken = 1;
+                    while taken < PEER_BATCH && plain {
+                        let Some(input) = inbox.try_recv() else { break };
+                        (kind, plain) = self.peer_input(now, input);
+                        taken += 1;
+                    }
+                    let busy_ms = started.elapsed().as_millis() as u64;
+                    if busy_ms >= SLOW_STEP_MS {
+                        tracing::info!(messages = taken, last_kind = kind, busy_ms, "peer messages kept the core busy");
+                    }
                 }
                 Some(event) = events.recv() => {
                     if let zab::Input::LogRead { peer, after, txns } = event {
@@ -551,6 +569,50 @@ impl EnsembleCore {
                 }
             }
         }
+    }
+
+    /// Feeds one input of the peer inbox to the replica at `now` (ms) and queues its
+    /// effects; returns the message's packet type (0 for a disconnection) and whether
+    /// all its effects are plain ([`is_plain`]).
+    fn peer_input(&mut self, now: u64, input: zab::Input) -> (i32, bool) {
+        let (kind, effects) = match input {
+            zab::Input::Message {
+                from,
+                msg: msg @ Message::Snap { .. },
+            } => {
+                // The SNAP's parts, for the catch-up figures (issue 16): the stream as
+                // it arrived, then its reading into the tree (the "installing" line
+                // follows when that is done).
+                let bytes = match &msg {
+                    Message::Snap { snapshot, .. } => snapshot.len(),
+                    _ => 0,
+                };
+                tracing::info!(from, bytes, "the leader's SNAP stream is in; reading it");
+                let kind = msg.packet_type().unwrap_or(0);
+                let read = std::time::Instant::now();
+                let effects = self.replica.message(now, from, msg);
+                tracing::info!(
+                    elapsed_ms = read.elapsed().as_millis() as u64,
+                    "the leader's SNAP stream read into the tree"
+                );
+                (kind, effects)
+            }
+            zab::Input::Message { from, msg } => {
+                let kind = msg.packet_type().unwrap_or(0);
+                if !is_chatter(&msg) {
+                    tracing::debug!(from, kind, "peer message");
+                }
+                (kind, self.replica.message(now, from, msg))
+            }
+            zab::Input::Disconnected { peer } => (0, self.replica.disconnected(now, peer)),
+            other => {
+                tracing::error!(?other, "the peer inbox gave an input it never should");
+                (0, Vec::new())
+            }
+        };
+        let plain = effects.iter().all(is_plain);
+        self.pending.extend(effects);
+        (kind, plain)
     }
 
     /// Executes the pending effects in order; false when the member must stop (the
@@ -626,13 +688,7 @@ impl EnsembleCore {
     async fn zab_action(&mut self, action: Action) -> bool {
         let (op, wait) = match action {
             Action::Send { to, msg } => {
-                if !matches!(
-                    msg,
-                    Message::Proposal { .. }
-                        | Message::Commit { .. }
-                        | Message::Ack { .. }
-                        | Message::Ping { .. }
-                ) {
+                if !is_chatter(&msg) {
                     tracing::debug!(to, kind = msg.packet_type().unwrap_or(0), "sending");
                 }
                 let started = std::time::Instant::now();

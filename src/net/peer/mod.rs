@@ -652,6 +652,29 @@ impl PeerInbox {
         }
     }
 
+    /// The next input if one is ready now, without waiting: what [`PeerInbox::recv`]
+    /// would return at once, in the same order (a loss first). The core drains the
+    /// inbox with it after each `recv`, so a burst of ACKs or COMMITs (one per zxid, as
+    /// ZooKeeper sends them) costs one turn of its loop, not one each.
+    pub fn try_recv(&mut self) -> Option<Input> {
+        loop {
+            if let Some(peer) = self.shared.lost.lock().pop_first() {
+                return Some(Input::Disconnected { peer });
+            }
+            let event = match self.held.take() {
+                Some(e) => e,
+                None => self.rx.try_recv().ok()?,
+            };
+            if !self.shared.lost.lock().is_empty() {
+                self.held = Some(event);
+                continue;
+            }
+            if let Some(input) = self.admit(event) {
+                return Some(input);
+            }
+        }
+    }
+
     /// The input an event stands for, or `None` if it belongs to a quorum connection
     /// that was closed or replaced since (its bytes are lost with it, as Zab expects).
     fn admit(&mut self, event: Event) -> Option<Input> {
