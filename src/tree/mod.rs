@@ -379,21 +379,22 @@ impl DataTree {
         time_ms: i64,
     ) -> Result<Stat, ErrorCode> {
         self.finish_loading();
-        // One new buffer with the new data and Stat, swapped in: two searches of the
-        // set (find, replace) instead of a data swap plus a take-and-reinsert.
-        let old = self.nodes.get(path.as_bytes()).ok_or(ErrorCode::NoNode)?;
-        let mut meta = old.meta();
-        meta.version = version;
-        meta.mzxid = zxid;
-        meta.mtime = time_ms;
-        let node = old.with_data_and_meta(path.as_bytes(), data, &meta);
-        let stat = node.view().stat();
-        let delta = stat.data_length as i64 - old.data_len() as i64;
-        self.digest_changed(
-            digest::node_digest(path.as_bytes(), old.data_bytes(), &old.meta()),
-            digest::node_digest(path.as_bytes(), data.unwrap_or(&[]), &meta),
-        );
-        self.nodes.insert(&node);
+        // The record is rewritten where it lies: one search of the set.
+        let new_data = data.unwrap_or(&[]);
+        let (stat, delta, before, after) = self
+            .nodes
+            .set_data_with(path.as_bytes(), data, |fields, old_data| {
+                let before = digest::node_digest(path.as_bytes(), old_data, &fields.meta);
+                fields.meta.version = version;
+                fields.meta.mzxid = zxid;
+                fields.meta.mtime = time_ms;
+                let after = digest::node_digest(path.as_bytes(), new_data, &fields.meta);
+                let stat = fields.stat(new_data.len() as i32);
+                let delta = new_data.len() as i64 - old_data.len() as i64;
+                (stat, delta, before, after)
+            })
+            .ok_or(ErrorCode::NoNode)?;
+        self.digest_changed(before, after);
         self.approximate_data_size += delta;
         self.update_quota_usage(path, 0, delta);
         Ok(stat)

@@ -132,6 +132,31 @@ impl Fields {
         }
     }
 
+    /// The Stat a client sees of a znode with these fields and `data_length` bytes of
+    /// data: containers and TTL nodes show ephemeralOwner 0, and cversion counts child
+    /// creates plus deletes.
+    pub(super) fn stat(&self, data_length: i32) -> Stat {
+        let m = &self.meta;
+        let owner = match Owner::from_raw(m.ephemeral_owner) {
+            Owner::Session(s) => s,
+            _ => 0,
+        };
+        let n = self.num_children;
+        Stat {
+            czxid: m.czxid,
+            mzxid: m.mzxid,
+            ctime: m.ctime,
+            mtime: m.mtime,
+            version: m.version,
+            cversion: m.child_creates.wrapping_mul(2).wrapping_sub(n),
+            aversion: m.aversion,
+            ephemeral_owner: owner,
+            data_length,
+            num_children: n,
+            pzxid: m.pzxid,
+        }
+    }
+
     /// A child was removed: numChildren one down (never below 0) and, with `zxid`,
     /// pzxid raised to it (never lowered: a later create in the same multi may
     /// already have set a higher one).
@@ -574,25 +599,7 @@ impl<'a> ZnodeRef<'a> {
     /// cversion counts child creates plus deletes.
     pub fn stat(&self) -> Stat {
         let (f, data_at) = self.fields();
-        let m = &f.meta;
-        let owner = match Owner::from_raw(m.ephemeral_owner) {
-            Owner::Session(s) => s,
-            _ => 0,
-        };
-        let n = f.num_children;
-        Stat {
-            czxid: m.czxid,
-            mzxid: m.mzxid,
-            ctime: m.ctime,
-            mtime: m.mtime,
-            version: m.version,
-            cversion: m.child_creates.wrapping_mul(2).wrapping_sub(n),
-            aversion: m.aversion,
-            ephemeral_owner: owner,
-            data_length: (self.bytes.len() - data_at) as i32,
-            num_children: n,
-            pzxid: m.pzxid,
-        }
+        f.stat((self.bytes.len() - data_at) as i32)
     }
 
     /// The owner kind.
