@@ -277,7 +277,7 @@ impl Learner {
                     txn,
                 },
             ) if self.observer => {
-                if self.phase != Phase::Broadcast && z <= ctx.log.committed() {
+                if self.held_by_sync(ctx, z) {
                     // The txn is held (a SNAP taken after it committed), but its
                     // config still activates here, with the leader it names.
                     let newer =
@@ -312,7 +312,7 @@ impl Learner {
                 Phase::Syncing | Phase::AwaitDurable | Phase::AwaitUpToDate | Phase::Broadcast,
                 Message::Inform { zxid: z, txn },
             ) if self.observer => {
-                if self.phase != Phase::Broadcast && z <= ctx.log.committed() {
+                if self.held_by_sync(ctx, z) {
                     return Next::Stay;
                 }
                 let t = Txn { zxid: z, data: txn };
@@ -415,6 +415,15 @@ impl Learner {
             (_, Message::Ping { .. }) => Next::Stay,
             _ => Next::Look,
         }
+    }
+
+    /// Whether an observer's INFORM or INFORMANDACTIVATE of `z` brings a txn it holds
+    /// and applied already: one at or below its commit point while it syncs (a SNAP
+    /// taken after the txn committed; a leader forwards what commits once the sync is
+    /// queued). In broadcast, the same is a broken stream, which `append_next`
+    /// refuses.
+    fn held_by_sync(&self, ctx: &Ctx, z: Zxid) -> bool {
+        self.phase != Phase::Broadcast && z <= ctx.log.committed()
     }
 
     /// Activates reconfig `qv` once committed (`QuorumPeer.processReconfig`). With a
