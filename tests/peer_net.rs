@@ -941,3 +941,61 @@ async fn quorum_sasl_links_members_with_credentials_and_refuses_the_others() {
         "server.2's FOLLOWERINFO reached server.1 after SASL"
     );
 }
+
+/// A learner's new quorum connection replaces its old one: the core's non-waiting
+/// drain (`PeerInbox::try_recv`) reports the old one gone and then stops at the new
+/// one's first message, which only `recv` hands over. The core executes the sends it
+/// decided for the old connection in between; taking the new one in the same drain
+/// would have put them on the new connection ahead of LEADERINFO.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_drain_stops_at_a_new_connection() {
+    logs();
+    let base = 3380;
+    let servers = servers(base, 2);
+    let (leader, mut inbox) = start_net(1, &servers).await;
+    let (learner, _learner_inbox) = start_net(2, &servers).await;
+    let info = Message::FollowerInfo {
+        accepted_epoch: 0,
+        sid: 2,
+        protocol_version: PROTOCOL_VERSION,
+        config_version: 0,
+    };
+    learner.send(1, info.clone());
+    assert!(
+        heard_on_quorum(&mut inbox, 2, DEADLINE).await,
+        "no FOLLOWERINFO on the first connection"
+    );
+    // A second FOLLOWERINFO opens a new connection, replacing the first; a PING
+    // follows it on the new one.
+    learner.send(1, info);
+    learner.send(
+        1,
+        Message::Ping {
+            zxid: 0,
+            touched: Vec::new(),
+        },
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut drained = Vec::new();
+    while let Some(input) = inbox.try_recv() {
+        drained.push(input);
+    }
+    assert!(
+        drained
+            .iter()
+            .all(|i| matches!(i, Input::Disconnected { peer: 2 })),
+        "the drain took the new connection's messages: {drained:?}"
+    );
+    let next = tokio::time::timeout(DEADLINE, inbox.recv()).await;
+    assert!(
+        matches!(
+            next,
+            Ok(Input::Message {
+                from: 2,
+                msg: Message::FollowerInfo { .. }
+            })
+        ),
+        "{next:?}"
+    );
+    drop(leader);
+}

@@ -656,6 +656,11 @@ impl PeerInbox {
     /// would return at once, in the same order (a loss first). The core drains the
     /// inbox with it after each `recv`, so a burst of ACKs or COMMITs (one per zxid, as
     /// ZooKeeper sends them) costs one turn of its loop, not one each.
+    ///
+    /// It stops (`None`, the message kept for `recv`) at the first message of a quorum
+    /// connection the core has not been handed yet: admitting it makes that connection
+    /// the one the core's sends go to ([`quorum::Slots::admit`]), and sends the core
+    /// decided before it, not yet executed, were meant for the connection it replaced.
     pub fn try_recv(&mut self) -> Option<Input> {
         loop {
             if let Some(peer) = self.shared.lost.lock().pop_first() {
@@ -668,6 +673,15 @@ impl PeerInbox {
             if !self.shared.lost.lock().is_empty() {
                 self.held = Some(event);
                 continue;
+            }
+            if let Event::Quorum {
+                from, generation, ..
+            } = &event
+            {
+                if self.shared.quorum.lock().is_unadmitted(*from, *generation) {
+                    self.held = Some(event);
+                    return None;
+                }
             }
             if let Some(input) = self.admit(event) {
                 return Some(input);

@@ -227,6 +227,14 @@ impl Slots {
         }
     }
 
+    /// Whether `generation` is `peer`'s current connection and the core has not been
+    /// handed a message of it yet ([`Slots::admit`] would make it the core's).
+    pub(crate) fn is_unadmitted(&self, peer: Sid, generation: u64) -> bool {
+        self.slots
+            .get(&peer)
+            .is_some_and(|s| s.generation == generation && !s.admitted)
+    }
+
     /// Forgets `peer`'s connection if it is still `generation`; whether it was.
     pub(crate) fn remove_if_current(&mut self, peer: Sid, generation: u64) -> bool {
         let current = self.is_current(peer, generation);
