@@ -945,15 +945,16 @@ async fn quorum_sasl_links_members_with_credentials_and_refuses_the_others() {
 /// A learner's new quorum connection replaces its old one: the core's non-waiting
 /// drain (`PeerInbox::try_recv`) reports the old one gone and then stops at the new
 /// one's first message, which only `recv` hands over. The core executes the sends it
-/// decided for the old connection in between; taking the new one in the same drain
-/// would have put them on the new connection ahead of LEADERINFO.
+/// decided for the old connection in between (corked or not), and they are dropped;
+/// taking the new one in the same drain would have put them on the new connection
+/// ahead of LEADERINFO. Once handed over, the new connection gets what is sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_inbox_drain_stops_at_a_new_connection() {
     logs();
     let base = 3380;
     let servers = servers(base, 2);
     let (leader, mut inbox) = start_net(1, &servers).await;
-    let (learner, _learner_inbox) = start_net(2, &servers).await;
+    let (learner, mut learner_inbox) = start_net(2, &servers).await;
     let info = Message::FollowerInfo {
         accepted_epoch: 0,
         sid: 2,
@@ -981,21 +982,47 @@ async fn the_inbox_drain_stops_at_a_new_connection() {
         drained.push(input);
     }
     assert!(
-        drained
-            .iter()
-            .all(|i| matches!(i, Input::Disconnected { peer: 2 })),
-        "the drain took the new connection's messages: {drained:?}"
+        matches!(drained[..], [Input::Disconnected { peer: 2 }]),
+        "the drain should report the old connection gone and stop: {drained:?}"
     );
-    let next = tokio::time::timeout(DEADLINE, inbox.recv()).await;
-    assert!(
-        matches!(
-            next,
-            Ok(Input::Message {
-                from: 2,
-                msg: Message::FollowerInfo { .. }
-            })
-        ),
-        "{next:?}"
-    );
-    drop(leader);
+    // What the core sends now was meant for the replaced connection: dropped, not put
+    // on the new one, which the core has not been handed.
+    let mut leader = leader;
+    leader.send_corked(2, Message::Commit { zxid: 7 });
+    leader.send(2, Message::Commit { zxid: 8 });
+    leader.flush();
+    // Then `recv` hands over the new connection's FOLLOWERINFO (type 11), then its
+    // PING (type 5).
+    for want in [11, 5] {
+        let next = tokio::time::timeout(DEADLINE, inbox.recv()).await;
+        let kind = match &next {
+            Ok(Input::Message { from: 2, msg }) => msg.packet_type(),
+            _ => None,
+        };
+        assert_eq!(kind, Some(want), "{next:?}");
+    }
+    let heard = commit_heard(&mut learner_inbox, Duration::from_millis(500)).await;
+    assert_eq!(heard, None, "a COMMIT reached the new connection");
+    // Once handed over, the connection is the core's: a COMMIT now reaches it, corked
+    // or not.
+    leader.send_corked(2, Message::Commit { zxid: 9 });
+    leader.flush();
+    assert_eq!(commit_heard(&mut learner_inbox, DEADLINE).await, Some(9));
+}
+
+/// The zxid of the first COMMIT `inbox` gets within `within`.
+async fn commit_heard(inbox: &mut PeerInbox, within: Duration) -> Option<Zxid> {
+    tokio::time::timeout(within, async {
+        loop {
+            if let Input::Message {
+                msg: Message::Commit { zxid },
+                ..
+            } = inbox.recv().await
+            {
+                return zxid;
+            }
+        }
+    })
+    .await
+    .ok()
 }

@@ -99,17 +99,7 @@ fn is_plain(effect: &Effect) -> bool {
     match effect {
         Effect::Client { .. } | Effect::Storage(_) => true,
         Effect::Zab(Action::AppendTxns { .. }) => true,
-        Effect::Zab(Action::Send { msg, .. }) => matches!(
-            msg,
-            Message::Proposal { .. }
-                | Message::Ack { .. }
-                | Message::Commit { .. }
-                | Message::Inform { .. }
-                | Message::Ping { .. }
-                | Message::Request { .. }
-                | Message::Revalidate { .. }
-                | Message::RevalidateReply { .. }
-        ),
+        Effect::Zab(Action::Send { msg, .. }) => msg.is_steady(),
         _ => false,
     }
 }
@@ -510,21 +500,27 @@ impl EnsembleCore {
                     call.run(self.replica.server_mut(), &config, Some(&view));
                 }
                 input = inbox.recv() => {
-                    // What is queued behind it is taken in the same turn (one clock
-                    // read, one execution of the effects): a leader gets an ACK per
-                    // zxid from each follower, a follower a PROPOSAL and a COMMIT.
-                    let now = now_ms() as u64;
-                    let started = std::time::Instant::now();
+                    // What is queued behind it is taken in the same turn (one execution
+                    // of the effects): a leader gets an ACK per zxid from each
+                    // follower, a follower a PROPOSAL and a COMMIT. Each input gets
+                    // its own time, which also times the one before it.
+                    let mut now = now_ms() as u64;
                     let (mut kind, mut plain) = self.peer_input(now, input);
                     let mut taken = 1;
-                    while taken < PEER_BATCH && plain {
-                        let Some(input) = inbox.try_recv() else { break };
+                    let mut slowest = (0, kind);
+                    loop {
+                        let next = (taken < PEER_BATCH && plain).then(|| inbox.try_recv()).flatten();
+                        let then = now_ms() as u64;
+                        if then.saturating_sub(now) > slowest.0 {
+                            slowest = (then - now, kind);
+                        }
+                        now = then;
+                        let Some(input) = next else { break };
                         (kind, plain) = self.peer_input(now, input);
                         taken += 1;
                     }
-                    let busy_ms = started.elapsed().as_millis() as u64;
-                    if busy_ms >= SLOW_STEP_MS {
-                        tracing::info!(messages = taken, last_kind = kind, busy_ms, "peer messages kept the core busy");
+                    if slowest.0 >= SLOW_STEP_MS {
+                        tracing::info!(kind = slowest.1, busy_ms = slowest.0, messages = taken, "a peer message kept the core busy");
                     }
                 }
                 Some(event) = events.recv() => {
@@ -650,6 +646,7 @@ impl EnsembleCore {
                 }
             }
         }
+        self.peers.flush();
         route(routes, outbox);
         true
     }
@@ -686,15 +683,21 @@ impl EnsembleCore {
 
     /// Executes one Zab action; false when the storage thread is gone.
     async fn zab_action(&mut self, action: Action) -> bool {
+        // The broadcast's messages wait in the cork until the turn's effects are
+        // executed; anything else (a close, an epoch, a TRUNC, a SNAP, a config)
+        // happens after what was sent before it, as the effects' order says.
+        if !matches!(action, Action::Send { .. } | Action::AppendTxns { .. }) {
+            self.peers.flush();
+        }
         let (op, wait) = match action {
             Action::Send { to, msg } => {
                 if !is_chatter(&msg) {
                     tracing::debug!(to, kind = msg.packet_type().unwrap_or(0), "sending");
                 }
-                let started = std::time::Instant::now();
-                let snap = matches!(msg, Message::Snap { .. });
-                self.peers.send(to, msg);
-                if snap {
+                // Only a SNAP's queueing is timed: a clock read per message is not free.
+                let snap = matches!(msg, Message::Snap { .. }).then(std::time::Instant::now);
+                self.peers.send_corked(to, msg);
+                if let Some(started) = snap {
                     tracing::info!(
                         to,
                         elapsed_ms = started.elapsed().as_millis() as u64,

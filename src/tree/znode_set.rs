@@ -1031,6 +1031,33 @@ mod tests {
         }
     }
 
+    /// A setData that keeps the record's length (same data size, header varints of
+    /// the same widths) overwrites it inside its leaf: the leaf is not reallocated.
+    #[test]
+    fn a_set_data_of_the_same_length_is_written_in_place() {
+        let mut set = ZnodeSet::new();
+        for i in 0..20u64 {
+            set.insert(&node(&format!("/a/k{i:04}"), 2 + 17 * i));
+        }
+        let leaf_at = |set: &ZnodeSet| set.leaves.values().map(|l| l.as_ptr()).collect::<Vec<_>>();
+        let before = leaf_at(&set);
+        let path = b"/a/k0007";
+        let old = set.get(path).expect("there").data_bytes().to_vec();
+        let data = vec![b'n'; old.len()];
+        let version = set
+            .set_data_with(path, Some(&data), |f, d| {
+                assert_eq!(d, &old[..]);
+                f.meta.version += 1;
+                f.meta.version
+            })
+            .expect("found");
+        assert_eq!(leaf_at(&set), before, "the leaf was reallocated");
+        let got = set.get(path).expect("there");
+        assert_eq!((got.data_bytes(), got.meta().version), (&data[..], version));
+        assert_eq!(set.len(), 20);
+        assert!(set.set_data_with(b"/a/k0020", None, |_, _| ()).is_none());
+    }
+
     #[test]
     fn ascending_inserts_fill_leaves() {
         // Four interleaved ascending runs, as four clients creating sequential names.

@@ -263,6 +263,25 @@ impl Message {
         }
     }
 
+    /// Whether this is one of the broadcast's steady messages: PROPOSAL, ACK, COMMIT,
+    /// INFORM, PING, REQUEST, REVALIDATE and its answer. None of them opens, closes or
+    /// resyncs a connection or changes a config (as FOLLOWERINFO, the sync's messages,
+    /// COMMITANDACTIVATE and INFORMANDACTIVATE do), so a runtime may hold them briefly
+    /// to send a turn's worth at once.
+    pub fn is_steady(&self) -> bool {
+        matches!(
+            self,
+            Message::Proposal { .. }
+                | Message::Ack { .. }
+                | Message::Commit { .. }
+                | Message::Inform { .. }
+                | Message::Ping { .. }
+                | Message::Request { .. }
+                | Message::Revalidate { .. }
+                | Message::RevalidateReply { .. }
+        )
+    }
+
     /// ZooKeeper's QuorumPacket type number (`Leader.java`), None for a notification.
     pub fn packet_type(&self) -> Option<i32> {
         Some(match self {

@@ -334,6 +334,8 @@ fn bind_host<'a>(params: &PeerParams, host: &'a str) -> &'a str {
 /// A member's peer connections. Dropping it closes both ports and every connection.
 pub struct PeerNet {
     shared: Arc<Shared>,
+    /// The broadcast's messages of the core's current turn ([`PeerNet::send_corked`]).
+    cork: quorum::Cork,
 }
 
 /// Where the member receives what its peers say: only [`Input::Message`] and
@@ -414,7 +416,10 @@ impl PeerNet {
             election: Some(Port::Election.listen(&shared, election_listener)),
             quorum: Some(Port::Quorum.listen(&shared, quorum_listener)),
         };
-        let net = PeerNet { shared };
+        let net = PeerNet {
+            shared,
+            cork: quorum::Cork::default(),
+        };
         net.set_members(&lines);
         let inbox = PeerInbox {
             shared: net.shared.clone(),
@@ -583,6 +588,27 @@ impl PeerNet {
             Channel::Election => election::send(&self.shared, to, &msg),
             Channel::Quorum => quorum::send(&self.shared, to, msg),
         }
+    }
+
+    /// Sends `msg` to `to` as [`PeerNet::send`] does, but a PROPOSAL, ACK, COMMIT,
+    /// INFORM, PING, REQUEST or REVALIDATE waits, encoded, until [`PeerNet::flush`]
+    /// queues it with the others for the same peer as one piece (one lock, one
+    /// allocation, one wake-up of the peer's writer per peer and turn). Any other
+    /// message flushes first, so each peer still gets every message in order.
+    pub fn send_corked(&mut self, to: Sid, msg: Message) {
+        if msg.is_steady() {
+            self.cork.send(&self.shared, to, &msg);
+        } else {
+            self.flush();
+            self.send(to, msg);
+        }
+    }
+
+    /// Queues what [`PeerNet::send_corked`] holds. The core calls it when it has
+    /// executed its turn's effects, and before any effect other than a send, a reply
+    /// or an append.
+    pub fn flush(&mut self) {
+        self.cork.flush(&self.shared);
     }
 
     /// Closes the quorum connection to `peer`, if any (Action::CloseConnection). Not

@@ -123,6 +123,23 @@ impl Slot {
     /// unless that would take the queue past `limit` bytes (see [`charge`] for a part
     /// larger than half the limit, which only an empty queue takes); `false` if full.
     fn push<const N: usize>(&self, parts: [Bytes; N], limit: usize) -> bool {
+        // The packet's zxid follows its type (QuorumPacket: int type, long zxid).
+        let zxid = parts
+            .first()
+            .and_then(|b| b.get(4..12))
+            .map(|z| i64::from_be_bytes(z.try_into().expect("8 bytes")));
+        self.push_counted(parts, 1, zxid, limit)
+    }
+
+    /// [`Slot::push`] of `messages` messages encoded back to back, the last one's zxid
+    /// `last_zxid` (for the link's figures).
+    fn push_counted<const N: usize>(
+        &self,
+        parts: [Bytes; N],
+        messages: u64,
+        last_zxid: Option<i64>,
+        limit: usize,
+    ) -> bool {
         let big = parts.iter().any(|b| oversized(b.len(), limit));
         if big && self.counters.queued_packets.load(Ordering::Acquire) > 0 {
             return false;
@@ -133,16 +150,12 @@ impl Slot {
             self.queued.fetch_sub(charged, Ordering::AcqRel);
             return false;
         }
-        self.counters.sent.fetch_add(1, Ordering::Relaxed);
+        self.counters.sent.fetch_add(messages, Ordering::Relaxed);
         self.counters
             .queued_packets
             .fetch_add(parts.len(), Ordering::Relaxed);
-        // The packet's zxid follows its type (QuorumPacket: int type, long zxid).
-        if let Some(z) = parts.first().and_then(|b| b.get(4..12)) {
-            let zxid = i64::from_be_bytes(z.try_into().expect("8 bytes"));
-            if zxid > 0 {
-                self.counters.last_zxid.store(zxid, Ordering::Relaxed);
-            }
+        if let Some(zxid) = last_zxid.filter(|&z| z > 0) {
+            self.counters.last_zxid.store(zxid, Ordering::Relaxed);
         }
         for bytes in parts {
             // A closed queue means the connection ended; its end is reported by its
@@ -365,14 +378,117 @@ pub(crate) fn send(shared: &Arc<Shared>, to: Sid, msg: Message) {
     }
     let mut slots = shared.quorum.lock();
     if slots.queue(to, &msg, shared.params.queue_bytes) == Queued::Full {
-        // Never wait for one peer, never skip a message inside a stream: the connection
-        // goes, and the core hears it broke.
-        warn!(
-            "quorum: the queue to server.{to} is full ({} bytes); closing its connection",
-            shared.params.queue_bytes
-        );
-        slots.slots.remove(&to);
-        shared.lost.lock().insert(to);
+        drop_full(shared, &mut slots, to);
+    }
+}
+
+/// Never waits for one peer, never skips a message inside a stream: a connection whose
+/// queue is full goes, and the core hears it broke.
+fn drop_full(shared: &Shared, slots: &mut Slots, to: Sid) {
+    warn!(
+        "quorum: the queue to server.{to} is full ({} bytes); closing its connection",
+        shared.params.queue_bytes
+    );
+    slots.slots.remove(&to);
+    shared.lost.lock().insert(to);
+}
+
+/// A corked batch is queued once it holds this many bytes: the peer's writer then
+/// copies no more than that at once (`link::write_batch`).
+const CORK_BYTES: usize = 64 << 10;
+
+/// The broadcast's messages for each peer's current quorum connection, encoded back
+/// to back and queued as one piece when the core has executed its turn's effects
+/// ([`Cork::flush`]): one lock, one allocation, one wake-up of the peer's writer for
+/// a turn's PROPOSALs, ACKs or COMMITs, where each message took its own. The bytes on
+/// the wire are the same messages, one per zxid, as ZooKeeper's.
+#[derive(Default)]
+pub(crate) struct Cork {
+    /// One per peer written to this turn, in that order.
+    pending: Vec<Corked>,
+}
+
+/// What a [`Cork`] holds for one peer.
+struct Corked {
+    to: Sid,
+    /// The connection the messages are for.
+    generation: u64,
+    side: Side,
+    bytes: BytesMut,
+    messages: u64,
+    last_zxid: Option<i64>,
+}
+
+impl Cork {
+    /// Adds `msg` (one of [`Message::is_steady`]) for `to`'s current connection; dropped, as
+    /// [`Slots::queue`] drops it, when there is none the core was handed.
+    pub(crate) fn send(&mut self, shared: &Arc<Shared>, to: Sid, msg: &Message) {
+        let i = match self.pending.iter().position(|c| c.to == to) {
+            Some(i) => i,
+            None => {
+                let slots = shared.quorum.lock();
+                let Some(slot) = slots.slots.get(&to).filter(|s| s.admitted) else {
+                    debug!("quorum: a message for server.{to}, which has no connection, dropped");
+                    return;
+                };
+                self.pending.push(Corked {
+                    to,
+                    generation: slot.generation,
+                    side: slot.side,
+                    bytes: BytesMut::with_capacity(4096),
+                    messages: 0,
+                    last_zxid: None,
+                });
+                self.pending.len() - 1
+            }
+        };
+        let c = &mut self.pending[i];
+        let before = c.bytes.len();
+        if let Err(e) = encode_message(msg, c.side, &mut c.bytes) {
+            c.bytes.truncate(before);
+            warn!("quorum: {msg:?} has no wire form ({e}); dropped");
+            return;
+        }
+        c.messages += 1;
+        c.last_zxid = msg_zxid(msg).or(c.last_zxid);
+        if c.bytes.len() >= CORK_BYTES {
+            self.flush(shared);
+        }
+    }
+
+    /// Queues what the cork holds, each peer's as one piece on the connection it was
+    /// meant for (dropped if that connection was replaced or closed since, as it would
+    /// have been lost with it).
+    pub(crate) fn flush(&mut self, shared: &Arc<Shared>) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let limit = shared.params.queue_bytes;
+        let mut slots = shared.quorum.lock();
+        for c in self.pending.drain(..) {
+            let Some(slot) = slots
+                .slots
+                .get(&c.to)
+                .filter(|s| s.generation == c.generation)
+            else {
+                continue;
+            };
+            if !slot.push_counted([c.bytes.freeze()], c.messages, c.last_zxid, limit) {
+                drop_full(shared, &mut slots, c.to);
+            }
+        }
+    }
+}
+
+/// The zxid a broadcast message carries in its packet, for the link's figures.
+fn msg_zxid(msg: &Message) -> Option<i64> {
+    match msg {
+        Message::Proposal { zxid, .. }
+        | Message::Ack { zxid }
+        | Message::Commit { zxid }
+        | Message::Inform { zxid, .. }
+        | Message::Ping { zxid, .. } => Some(*zxid as i64),
+        _ => None,
     }
 }
 
