@@ -507,6 +507,7 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<Vec<&[u8]>, String> {
 mod tests {
     use super::*;
     use crate::storage::fail;
+    use crate::storage::rocks::INSTALL_FILE;
     use crate::storage::txnlog::{SEGMENT_HEADER_BYTES, TXNLOG_DIR};
     use crate::zab::storage::tests::conformance;
     use crate::zab::zxid;
@@ -1013,8 +1014,9 @@ mod tests {
                 },
                 |_, _| {},
             );
-            // 1 the batch, 2-5 the four segments deleted, 6 the key deleted.
-            assert_eq!(steps, (1, 6, 5), "(commit step, steps, recovery steps)");
+            // 1 the chunks ingested (no marker yet: the old state), 2 the batch, 3-6 the
+            // four segments deleted, 7 the key deleted.
+            assert_eq!(steps, (2, 7, 5), "(commit step, steps, recovery steps)");
         }
         // After an install below the old log's end, appends go on above it.
         let dir = tempfile::tempdir().unwrap();
@@ -1026,6 +1028,59 @@ mod tests {
         let s = open(dir.path());
         assert_eq!(counters(&s), [21, 22]);
         assert_eq!(s.recover().snapshot_zxid, zxid(1, 20));
+    }
+
+    /// A SNAP at the zxid of a snapshot already stored cannot ingest its chunks ahead
+    /// of the commit (they would overwrite the stored one's): they go in the batch, and
+    /// a crash at any step leaves one snapshot or the other, never a mix.
+    #[test]
+    fn an_install_at_a_stored_snapshots_zxid_survives_a_crash_at_every_step() {
+        let at = zxid(1, 4);
+        let old = || encode_snapshot(&[b"old".as_slice(), b"old 2"]);
+        let steps = crash_at_every_step(
+            |s| {
+                let store = s.store_mut();
+                store.put_snapshot_chunk(at as i64, 0, b"old")?;
+                store.put_snapshot_chunk(at as i64, 1, b"old 2")?;
+                store.finish_snapshot(at as i64, 2)?;
+                store.purge(1)?;
+                s.try_install_snapshot(at, &form("new"))
+            },
+            |s, what| {
+                let (snap_zxid, snap) = s.snapshot();
+                assert_eq!(snap_zxid, at, "{what}");
+                if snap == form("new") {
+                    assert!(counters(s).is_empty(), "{what}");
+                    true
+                } else {
+                    assert_eq!(snap, old(), "{what}");
+                    assert_eq!(counters(s), (5..=32).collect::<Vec<_>>(), "{what}");
+                    false
+                }
+            },
+            |_, _| {},
+        );
+        // 1 the batch, 2-5 the four segments deleted, 6 the key deleted.
+        assert_eq!(steps, (1, 6, 5), "(commit step, steps, recovery steps)");
+    }
+
+    /// The table file a SNAP's chunks are written into before RocksDB ingests it goes
+    /// with the ingest; one a crash left is deleted by the next open.
+    #[test]
+    fn an_install_leaves_no_table_file_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = four_segments(dir.path());
+        let file = dir
+            .path()
+            .join(crate::storage::rocks::DB_DIR)
+            .join(INSTALL_FILE);
+        s.install_snapshot(zxid(1, 20), form("new"));
+        assert!(!file.exists());
+        drop(s);
+        std::fs::write(&file, b"a table file cut short").unwrap();
+        let s = open(dir.path());
+        assert!(!file.exists());
+        assert_eq!(s.snapshot(), (zxid(1, 20), form("new")));
     }
 
     #[test]

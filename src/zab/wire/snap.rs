@@ -327,7 +327,7 @@ pub fn read_stream<'a>(
     // Every path read so far, borrowed from the stream: ZooKeeper looks each parent up
     // among the znodes already read, in whatever order its depth-first walk wrote them.
     // (Owned copies cost a 1,000,000-znode SNAP about half its parse time.)
-    let mut seen: HashSet<&'a str> = HashSet::new();
+    let mut seen = Seen::with_capacity(r.remaining() / 128);
     // The parent found last: siblings come one after another in both orders.
     let mut last_parent: &'a str = "";
     loop {
@@ -415,6 +415,70 @@ pub fn read_stream<'a>(
         ));
     }
     Ok(sessions)
+}
+
+/// The paths a stream has read, for [`read_stream`]'s parent and repeat checks,
+/// borrowed from the stream.
+///
+/// While paths come in strictly increasing byte order (keel's leaders write them so), a
+/// repeat cannot happen, and a parent is on the stack of the last path's ancestors, or,
+/// after a sibling whose name sorts below '/' ("/a-b" between "/a" and "/a/c"), found by
+/// a binary search of the paths read, which are sorted: no hash and no random memory
+/// access per znode (a hash set of 1,000,000 paths was a sixth of a learner's SNAP
+/// parse). The first path out of that order (ZooKeeper's depth-first walk writes
+/// siblings in hash order) moves them all into a hash set, used from then on.
+struct Seen<'a> {
+    /// Every path read, in order, until the first out of order.
+    sorted: Vec<&'a str>,
+    /// The last path and its ancestors among the paths read, root first.
+    stack: Vec<&'a str>,
+    /// Every path read, once one came out of order.
+    set: Option<HashSet<&'a str>>,
+}
+
+impl<'a> Seen<'a> {
+    fn with_capacity(n: usize) -> Seen<'a> {
+        Seen {
+            sorted: Vec::with_capacity(n),
+            stack: Vec::new(),
+            set: None,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.sorted.is_empty() && self.set.as_ref().is_none_or(HashSet::is_empty)
+    }
+
+    fn contains(&self, path: &str) -> bool {
+        match &self.set {
+            Some(set) => set.contains(path),
+            None => {
+                self.stack.iter().rev().any(|p| *p == path)
+                    || self.sorted.binary_search(&path).is_ok()
+            }
+        }
+    }
+
+    /// Adds `p`; false if it was read before.
+    fn insert(&mut self, p: &'a str) -> bool {
+        if let Some(set) = &mut self.set {
+            return set.insert(p);
+        }
+        if self.sorted.last().is_some_and(|last| *last >= p) {
+            let mut set = HashSet::with_capacity(self.sorted.len() * 2);
+            set.extend(std::mem::take(&mut self.sorted));
+            self.stack = Vec::new();
+            let new = set.insert(p);
+            self.set = Some(set);
+            return new;
+        }
+        while self.stack.last().is_some_and(|top| !path::is_under(p, top)) {
+            self.stack.pop();
+        }
+        self.stack.push(p);
+        self.sorted.push(p);
+        true
+    }
 }
 
 /// Reads what [`write_snapshot`] writes (the bytes a learner reads after a SNAP
@@ -732,6 +796,13 @@ mod tests {
                 "comes before its parent /b",
             ),
             (&[][..], -1, "no root znode"),
+            // In path order, a parent below a sibling that sorts before '/' is looked up
+            // too, and found missing.
+            (
+                &["", "/a", "/a-b", "/a-b/c", "/a/x/y"][..],
+                -1,
+                "comes before its parent /a/x",
+            ),
         ] {
             let mut w = BytesMut::new();
             w.put_i32(0);
@@ -756,6 +827,20 @@ mod tests {
         assert_eq!(tree.get("/b").unwrap().num_children(), 2);
         assert_eq!(tree.get("/a").unwrap().num_children(), 1);
         assert_eq!(tree.get("/").unwrap().num_children(), 2);
+        // In path order, a parent that is not the last path's ancestor ("/a" after
+        // "/a-b") is found.
+        let mut w = BytesMut::new();
+        w.put_i32(0);
+        w.put_i32(0);
+        for p in ["", "/a", "/a-b", "/a-b/c", "/a.d", "/a/x", "/a/x/y", "/b"] {
+            node(&mut w, p, -1);
+        }
+        w.ustring("/");
+        w.ustring(SIGNATURE);
+        let (tree, _) = read_snapshot(&w).expect("a stream in path order");
+        assert_eq!(tree.get("/a").unwrap().num_children(), 1);
+        assert_eq!(tree.get("/a/x").unwrap().num_children(), 1);
+        assert_eq!(tree.get("/").unwrap().num_children(), 4);
         // A count too large for the bytes does not allocate.
         let mut w = BytesMut::new();
         w.put_i32(i32::MAX);
