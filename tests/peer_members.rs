@@ -134,10 +134,10 @@ async fn a_server_not_in_the_config_is_heard_and_answered_and_may_sync() {
     // larger one) are joining and know all four.
     let old = specs(base, &[2, 3]);
     let all = specs(base, &[1, 2, 3, 4]);
-    let (a, mut a_in) = start(2, &old).await;
+    let (mut a, mut a_in) = start(2, &old).await;
     let (_b, mut b_in) = start(3, &old).await;
-    let (c, mut c_in) = start(1, &all).await;
-    let (d, mut d_in) = start(4, &all).await;
+    let (mut c, mut c_in) = start(1, &all).await;
+    let (mut d, mut d_in) = start(4, &all).await;
 
     a.send(3, vote(2, 1));
     heard(&mut b_in, 2, 1, "the configured member").await;
@@ -176,8 +176,8 @@ async fn set_members_dials_a_new_server_and_drops_a_gone_one() {
     let base = 25100;
     let old = specs(base, &[1, 2]);
     let all = specs(base, &[1, 2, 3]);
-    let (a, _a_in) = start(1, &old).await;
-    let (b, _b_in) = start(2, &old).await;
+    let (mut a, _a_in) = start(1, &old).await;
+    let (mut b, _b_in) = start(2, &old).await;
     let (_c, mut c_in) = start(3, &all).await;
 
     // server.3 never speaks first: each member reaches it on its own.
@@ -227,7 +227,7 @@ async fn an_address_change_is_followed_on_both_ports() {
     // server.1 first lives at `base`'s ports, a listener here that reads and never
     // closes, then moves to ports 100 higher.
     let before = specs(base, &[1, 2]);
-    let (a, _a_in) = start(2, &before).await;
+    let (mut a, _a_in) = start(2, &before).await;
     let old_port = spec(base, 1).election_port;
     let old = tokio::net::TcpListener::bind(("127.0.0.1", old_port))
         .await
@@ -416,8 +416,8 @@ async fn a_member_whose_own_line_moves_listens_at_the_new_ports() {
     logs();
     let base = 25320;
     let before = specs(base, &[1, 2]);
-    let (a, mut a_in) = start(2, &before).await;
-    let (b, mut b_in) = start(1, &before).await;
+    let (mut a, mut a_in) = start(2, &before).await;
+    let (mut b, mut b_in) = start(1, &before).await;
     a.send(1, vote(2, 1));
     heard(&mut b_in, 2, 1, "before the move").await;
 

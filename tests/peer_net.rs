@@ -659,7 +659,8 @@ async fn two_members_dialing_each_other_keep_one_election_connection() {
     logs();
     let base = 3340;
     let servers = servers(base, 2);
-    let ((n1, mut in1), (n2, mut in2)) = both(start_net(1, &servers), start_net(2, &servers)).await;
+    let ((mut n1, mut in1), (mut n2, mut in2)) =
+        both(start_net(1, &servers), start_net(2, &servers)).await;
     for round in 0..3 {
         n1.send(2, vote(1));
         n2.send(1, vote(2));
@@ -698,7 +699,7 @@ async fn a_peer_that_stops_reading_loses_its_connection_and_delays_no_other() {
     logs();
     let base = 3360;
     let servers = servers(base, 3);
-    let (net, mut inbox) = PeerNet::start(
+    let (mut net, mut inbox) = PeerNet::start(
         1,
         &servers,
         PeerParams {
@@ -822,11 +823,11 @@ async fn only_members_1_and_2_link(
     }
     assert!(n1.election_link(2).is_some(), "1 and 2 linked ({what})");
     for _ in 0..3 {
-        for (net, me) in [(&*n1, 1), (&*n2, 2)] {
+        for (net, me) in [(&mut *n1, 1), (&mut *n2, 2)] {
             net.send(3, vote(me));
             net.send(4, vote(me));
         }
-        for (net, me) in [(&*n3, 3), (&*n4, 4)] {
+        for (net, me) in [(&mut *n3, 3), (&mut *n4, 4)] {
             net.send(1, vote(me));
             net.send(2, vote(me));
         }
@@ -954,7 +955,7 @@ async fn the_inbox_drain_stops_at_a_new_connection() {
     let base = 3380;
     let servers = servers(base, 2);
     let (leader, mut inbox) = start_net(1, &servers).await;
-    let (learner, mut learner_inbox) = start_net(2, &servers).await;
+    let (mut learner, mut learner_inbox) = start_net(2, &servers).await;
     let info = Message::FollowerInfo {
         accepted_epoch: 0,
         sid: 2,

@@ -76,18 +76,6 @@ pub fn zab_config(config: &Config, my_id: Sid) -> Result<zab::Config, String> {
     Ok(zab)
 }
 
-/// Whether `msg` is one of the broadcast's per-zxid messages (PROPOSAL, COMMIT, ACK) or
-/// a PING: too many to log each at debug level.
-fn is_chatter(msg: &Message) -> bool {
-    matches!(
-        msg,
-        Message::Proposal { .. }
-            | Message::Commit { .. }
-            | Message::Ack { .. }
-            | Message::Ping { .. }
-    )
-}
-
 /// Whether `effect` is of the broadcast's steady state (a client reply, a log append,
 /// a PROPOSAL, ACK, COMMIT, INFORM, PING, REQUEST or REVALIDATE), after which the core
 /// may take the next queued peer input before executing it. Any other (a connection
@@ -595,7 +583,7 @@ impl EnsembleCore {
             }
             zab::Input::Message { from, msg } => {
                 let kind = msg.packet_type().unwrap_or(0);
-                if !is_chatter(&msg) {
+                if !msg.is_steady() {
                     tracing::debug!(from, kind, "peer message");
                 }
                 (kind, self.replica.message(now, from, msg))
@@ -691,7 +679,7 @@ impl EnsembleCore {
         }
         let (op, wait) = match action {
             Action::Send { to, msg } => {
-                if !is_chatter(&msg) {
+                if !msg.is_steady() {
                     tracing::debug!(to, kind = msg.packet_type().unwrap_or(0), "sending");
                 }
                 // Only a SNAP's queueing is timed: a clock read per message is not free.

@@ -583,7 +583,15 @@ impl PeerNet {
     /// [`PeerNet::set_members`], and no connection of its own recorded, ZAB-WIRE.md
     /// §1), a FOLLOWERINFO / OBSERVERINFO to a sid with no server line (no quorum
     /// address), or a message with no wire form is logged and dropped.
-    pub fn send(&self, to: Sid, msg: Message) {
+    ///
+    /// What [`PeerNet::send_corked`] holds is queued first, so a peer gets every message
+    /// in the order sent.
+    pub fn send(&mut self, to: Sid, msg: Message) {
+        self.flush();
+        self.send_now(to, msg);
+    }
+
+    fn send_now(&self, to: Sid, msg: Message) {
         match msg.channel() {
             Channel::Election => election::send(&self.shared, to, &msg),
             Channel::Quorum => quorum::send(&self.shared, to, msg),
@@ -599,7 +607,6 @@ impl PeerNet {
         if msg.is_steady() {
             self.cork.send(&self.shared, to, &msg);
         } else {
-            self.flush();
             self.send(to, msg);
         }
     }
@@ -655,25 +662,14 @@ impl PeerInbox {
     /// Cancel-safe (usable in `select!`).
     pub async fn recv(&mut self) -> Input {
         loop {
-            if let Some(peer) = self.shared.lost.lock().pop_first() {
-                return Input::Disconnected { peer };
-            }
-            let event = match self.held.take() {
-                Some(e) => e,
-                // The inbox holds the shared state and its sender, so the channel
-                // never closes.
-                None => match self.rx.recv().await {
-                    Some(e) => e,
-                    None => std::future::pending().await,
-                },
-            };
-            // A loss recorded while the event was queued happened before it.
-            if !self.shared.lost.lock().is_empty() {
-                self.held = Some(event);
-                continue;
-            }
-            if let Some(input) = self.admit(event) {
+            if let Some(input) = self.next_ready(false) {
                 return input;
+            }
+            // Nothing queued: wait for the next event. The inbox holds the shared
+            // state and its sender, so the channel never closes.
+            match self.rx.recv().await {
+                Some(e) => self.held = Some(e),
+                None => std::future::pending().await,
             }
         }
     }
@@ -688,6 +684,13 @@ impl PeerInbox {
     /// the one the core's sends go to ([`quorum::Slots::admit`]), and sends the core
     /// decided before it, not yet executed, were meant for the connection it replaced.
     pub fn try_recv(&mut self) -> Option<Input> {
+        self.next_ready(true)
+    }
+
+    /// The next input from what is queued (a loss first, then the held event, then the
+    /// channel), `None` when nothing is; with `stop_at_new_connection`, also `None` at
+    /// the first message of an unadmitted quorum connection, which stays held.
+    fn next_ready(&mut self, stop_at_new_connection: bool) -> Option<Input> {
         loop {
             if let Some(peer) = self.shared.lost.lock().pop_first() {
                 return Some(Input::Disconnected { peer });
@@ -696,6 +699,7 @@ impl PeerInbox {
                 Some(e) => e,
                 None => self.rx.try_recv().ok()?,
             };
+            // A loss recorded while the event was queued happened before it.
             if !self.shared.lost.lock().is_empty() {
                 self.held = Some(event);
                 continue;
@@ -704,7 +708,9 @@ impl PeerInbox {
                 from, generation, ..
             } = &event
             {
-                if self.shared.quorum.lock().is_unadmitted(*from, *generation) {
+                if stop_at_new_connection
+                    && self.shared.quorum.lock().is_unadmitted(*from, *generation)
+                {
                     self.held = Some(event);
                     return None;
                 }

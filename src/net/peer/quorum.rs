@@ -123,11 +123,7 @@ impl Slot {
     /// unless that would take the queue past `limit` bytes (see [`charge`] for a part
     /// larger than half the limit, which only an empty queue takes); `false` if full.
     fn push<const N: usize>(&self, parts: [Bytes; N], limit: usize) -> bool {
-        // The packet's zxid follows its type (QuorumPacket: int type, long zxid).
-        let zxid = parts
-            .first()
-            .and_then(|b| b.get(4..12))
-            .map(|z| i64::from_be_bytes(z.try_into().expect("8 bytes")));
+        let zxid = parts.first().and_then(|b| packet_zxid(b));
         self.push_counted(parts, 1, zxid, limit)
     }
 
@@ -450,7 +446,7 @@ impl Cork {
             return;
         }
         c.messages += 1;
-        c.last_zxid = msg_zxid(msg).or(c.last_zxid);
+        c.last_zxid = packet_zxid(&c.bytes[before..]).or(c.last_zxid);
         if c.bytes.len() >= CORK_BYTES {
             self.flush(shared);
         }
@@ -480,16 +476,12 @@ impl Cork {
     }
 }
 
-/// The zxid a broadcast message carries in its packet, for the link's figures.
-fn msg_zxid(msg: &Message) -> Option<i64> {
-    match msg {
-        Message::Proposal { zxid, .. }
-        | Message::Ack { zxid }
-        | Message::Commit { zxid }
-        | Message::Inform { zxid, .. }
-        | Message::Ping { zxid, .. } => Some(*zxid as i64),
-        _ => None,
-    }
+/// The zxid of the encoded quorum packet at the start of `packet`, for the link's
+/// figures: it follows the type (QuorumPacket: int type, long zxid).
+fn packet_zxid(packet: &[u8]) -> Option<i64> {
+    packet
+        .get(4..12)
+        .map(|z| i64::from_be_bytes(z.try_into().expect("8 bytes")))
 }
 
 /// What became of a message for a peer ([`Slots::queue`]).
