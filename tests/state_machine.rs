@@ -1566,3 +1566,86 @@ fn hard_quota_counts_writes_proposed_but_not_applied() {
     assert!(h.server.tree.get("/hq/b").is_some() && h.server.tree.get("/hq/m2").is_some());
     assert!(h.server.tree.get("/hq/c").is_none());
 }
+
+/// ZooKeeper's SyncRequestProcessor starts a snapshot once more than `snapCount / 2 +
+/// randRoll` txns were logged since the last, `randRoll` drawn from `0 .. snapCount / 2`
+/// after each, so the members of an ensemble (which apply the same txns) do not all
+/// snapshot at once. The same rule from the server's seeded randomness: each snapshot
+/// after 11 to 20 txns with `snapCount` 20, and the counts differ between seeds and
+/// between one snapshot and the next.
+#[test]
+fn snapshots_start_after_a_drawn_number_of_txns_as_zookeepers() {
+    let mut counts = Vec::new();
+    for seed in 1..=6 {
+        let mut s = settings();
+        s.durable = true;
+        s.snap_count = 20;
+        let mut server = Server::new(s, 0, T0, seed);
+        let mut zxid = 0;
+        let mut since = 0;
+        // Makes the txn just proposed durable; whether that started a snapshot.
+        let durable = |server: &mut Server, since: &mut u32, zxid: &mut i64| -> bool {
+            for op in server.drain_storage() {
+                if let StorageOp::Append(t) = op {
+                    *zxid = t.zxid;
+                }
+            }
+            server.handle(T0, Input::Durable { zxid: *zxid });
+            *since += 1;
+            server
+                .drain_storage()
+                .iter()
+                .any(|op| matches!(op, StorageOp::SnapshotChunk { index: 0, .. }))
+        };
+        server.handle(T0, connected(1));
+        server.handle(T0, new_session(1, 30000));
+        let mut seed_counts = Vec::new();
+        if durable(&mut server, &mut since, &mut zxid) {
+            seed_counts.push(since);
+        }
+        for xid in 1..=100 {
+            let req = Request::Create(CreateOp {
+                opcode: op::CREATE,
+                path: format!("/n{xid}"),
+                data: None,
+                acl: keel::tree::acl::open_acl(),
+                flags: 0,
+                ttl_ms: None,
+            });
+            server.handle(
+                T0,
+                Input::Request {
+                    conn: 1,
+                    xid,
+                    opcode: op::CREATE,
+                    req,
+                    body: Bytes::new(),
+                },
+            );
+            if durable(&mut server, &mut since, &mut zxid) {
+                seed_counts.push(since);
+                since = 0;
+                // Written whole before the next txn, as a runtime would between inputs.
+                for _ in 0..10 {
+                    server.snapshot_step();
+                }
+                server.drain_storage();
+            }
+        }
+        server.drain_outbox();
+        assert!(seed_counts.len() >= 5, "seed {seed}: {seed_counts:?}");
+        for &n in &seed_counts {
+            assert!((11..=20).contains(&n), "seed {seed}: {seed_counts:?}");
+        }
+        counts.push(seed_counts);
+    }
+    let firsts: std::collections::BTreeSet<u32> = counts.iter().map(|c| c[0]).collect();
+    assert!(
+        firsts.len() > 1,
+        "every seed drew the same first count: {counts:?}"
+    );
+    assert!(
+        counts.iter().any(|c| c.windows(2).any(|w| w[0] != w[1])),
+        "every snapshot came after the same count: {counts:?}"
+    );
+}

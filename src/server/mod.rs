@@ -11,7 +11,8 @@
 //! then is it applied and answered. Standalone is an ensemble of one, so durable means
 //! committed. A session's reads wait behind its own earlier writes, so every reply
 //! reflects all of the session's previous requests (ZooKeeper's ordering guarantee).
-//! Every `snap_count` txns a fuzzy snapshot is written in steps between inputs.
+//! After between `snap_count / 2 + 1` and `snap_count` txns (drawn anew for each, as
+//! ZooKeeper draws its `randRoll`) a fuzzy snapshot is written in steps between inputs.
 
 pub mod apply;
 pub mod local_sessions;
@@ -36,7 +37,7 @@ use bytes::Bytes;
 use jute::{ConnectRequest, ConnectResponse, Id};
 pub use member::{Forwarded, Revalidate, RevalidateReply, Role};
 use prep::{Prep, PrepSettings};
-use rand::{rngs::StdRng, RngCore, SeedableRng};
+use rand::{rngs::StdRng, Rng, RngCore, SeedableRng};
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -144,7 +145,9 @@ pub struct Settings {
     /// Whether txns wait for [`Input::Durable`] before they apply (false: apply at once,
     /// for tests that drive the state machine without storage).
     pub durable: bool,
-    /// `snapCount`: txns between snapshots (0 = never).
+    /// `snapCount`: txns between snapshots at most (0 = never); each snapshot comes
+    /// after a number drawn from `snap_count / 2 + 1 ..= snap_count`
+    /// ([`snapshot_after`]).
     pub snap_count: u64,
     /// The SASL server's users, from the JAAS file's server section (`None`: SASL is
     /// off, and a sasl request gets OK with a null token, as ZooKeeper without a SASL
@@ -321,6 +324,9 @@ pub struct Server {
     /// applying a txn clears just its own entries instead of scanning them all.
     outstanding_paths: VecDeque<(i64, Vec<String>)>,
     txns_since_snapshot: u64,
+    /// The next snapshot starts once `txns_since_snapshot` reaches this
+    /// ([`snapshot_after`]).
+    snapshot_after: u64,
     snapshot: Option<SnapshotProgress>,
     /// Set while recovery replays the log: apply is lenient (see `recovery`).
     replaying: bool,
@@ -369,12 +375,28 @@ pub struct Server {
     reconfig: Option<reconfig::ReconfigContext>,
 }
 
+/// How many txns the next snapshot comes after: ZooKeeper's SyncRequestProcessor rule,
+/// `logCount > snapCount / 2 + randRoll` with `randRoll` drawn from `0 .. snapCount / 2`
+/// anew after each snapshot, so between `snap_count / 2 + 1` and `snap_count` (just
+/// `snap_count` when that is 0 or 1). Why not every `snap_count` txns exactly: every
+/// member applies the same txns, so all of them would write their snapshots at once,
+/// together pausing the ensemble's disks and CPUs (ZooKeeper's reason for the roll).
+fn snapshot_after(snap_count: u64, rng: &mut StdRng) -> u64 {
+    let half = snap_count / 2;
+    if half == 0 {
+        return snap_count;
+    }
+    half + 1 + rng.gen_range(0..half)
+}
+
 impl Server {
     /// A server with an empty tree whose zxids start at `epoch << 32`. `now_ms` is the
     /// start time (it seeds session ids) and `seed` the randomness for session passwords.
     pub fn new(settings: Settings, epoch: u32, now_ms: i64, seed: u64) -> Server {
         let tick = settings.tick_ms;
         let reap = settings.container_check_interval_ms as i64;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let snapshot_after = snapshot_after(settings.snap_count, &mut rng);
         Server {
             settings,
             tree: DataTree::new(),
@@ -387,7 +409,7 @@ impl Server {
                 started_ms: now_ms,
                 ..ServerStats::default()
             },
-            rng: StdRng::seed_from_u64(seed),
+            rng,
             now_ms,
             next_reap_ms: now_ms + reap,
             outbox: Vec::new(),
@@ -397,6 +419,7 @@ impl Server {
             outstanding: HashMap::default(),
             outstanding_paths: VecDeque::new(),
             txns_since_snapshot: 0,
+            snapshot_after,
             snapshot: None,
             replaying: false,
             lenient_upto: 0,
@@ -1091,7 +1114,7 @@ impl Server {
         if self.settings.snap_count > 0
             && self.settings.durable
             && self.snapshot.is_none()
-            && self.txns_since_snapshot >= self.settings.snap_count
+            && self.txns_since_snapshot >= self.snapshot_after
         {
             self.start_snapshot();
         }
@@ -1220,6 +1243,7 @@ impl Server {
 
     fn start_snapshot(&mut self) {
         self.txns_since_snapshot = 0;
+        self.snapshot_after = snapshot_after(self.settings.snap_count, &mut self.rng);
         let zxid = self.last_zxid;
         tracing::info!(zxid = format!("0x{zxid:x}"), "snapshot started");
         self.storage_ops.push(StorageOp::SnapshotChunk {
