@@ -19,7 +19,7 @@ use acl_cache::AclCache;
 pub use children::Children;
 use jute::{Acl, Id, Stat};
 use quota::StatsTrack;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 pub use znode::{Owner, Znode, ZnodeHeader, ZnodeMeta, ZnodeRef};
 pub use znode_set::{Entry, ZnodeSet};
@@ -64,6 +64,11 @@ pub struct DataTree {
     /// every [`LOAD_BATCH`] and by [`DataTree::finish_loading`] (sorted input needs no
     /// searches).
     loading: Vec<Znode>,
+    /// Paths that were missing when znodes below them were loaded (a fuzzy snapshot
+    /// can hold a child whose parent's create is in the log after it): the only paths
+    /// whose [`DataTree::create`] may find children already there to count. Every other
+    /// create skips that search (one of the four a create made).
+    orphan_parents: HashSet<String>,
 }
 
 /// (before, after) digests of the znode at `path` with `data` whose Stat went from
@@ -124,6 +129,7 @@ impl DataTree {
             digest_log: VecDeque::new(),
             loading_children: Vec::new(),
             loading: Vec::new(),
+            orphan_parents: HashSet::new(),
         }
     }
 
@@ -300,7 +306,11 @@ impl DataTree {
         let acl = self.acls.acquire(acl);
         // Normally none: only znodes a fuzzy snapshot loaded below a then-missing
         // parent can be there already.
-        let children = self.children(path).count() as i32;
+        let children = if self.orphan_parents.remove(path) {
+            self.children(path).count() as i32
+        } else {
+            0
+        };
         let meta = ZnodeMeta::created(owner, zxid, time_ms);
         let node = Znode::new(path, data, acl, &meta, children);
         let stat = node.view().stat();
@@ -444,6 +454,8 @@ impl DataTree {
         if let Some(old_len) = self.get(path).map(|n| n.data_len() as i64) {
             self.remove_node(path, None);
             self.update_quota_usage(path, -1, -old_len);
+            // Its children stay: the create counts them.
+            self.orphan_parents.insert(path.to_string());
         }
         self.create(path, data, acl, owner, parent_creates, zxid, time_ms)
     }
@@ -572,10 +584,13 @@ impl DataTree {
                     Some((p, n)) if p == parent => *n = n.wrapping_add(1),
                     _ => self.loading_children.push((parent.to_string(), 1)),
                 }
-            } else {
-                self.modify(parent, |p| {
+            } else if self
+                .modify(parent, |p| {
                     p.set_num_children(p.view().num_children().wrapping_add(1))
-                });
+                })
+                .is_none()
+            {
+                self.orphan_parents.insert(parent.to_string());
             }
             if name == quota::LIMIT_NODE
                 && parent.starts_with(quota::QUOTA_ROOT)
@@ -614,9 +629,12 @@ impl DataTree {
             return;
         }
         for (parent, n) in std::mem::take(&mut self.loading_children) {
-            self.modify(&parent, |p| {
+            let found = self.modify(&parent, |p| {
                 p.set_num_children(p.view().num_children().wrapping_add(n))
             });
+            if found.is_none() {
+                self.orphan_parents.insert(parent);
+            }
         }
     }
 
@@ -970,6 +988,32 @@ mod tests {
             t.children_after("/", "p").collect::<Vec<_>>(),
             ["q", "zookeeper"]
         );
+    }
+
+    /// `create` counts children already there only below paths a load found missing,
+    /// or that a replayed create replaced: loaded in path order (counted at the load's
+    /// end), out of it (counted at once), and replaced with its children kept.
+    #[test]
+    fn a_create_counts_the_children_a_load_or_a_replace_left() {
+        let zero = ZnodeMeta::default();
+        let n = |t: &DataTree, p: &str| t.get(p).unwrap().num_children();
+        let mut t = DataTree::empty();
+        for p in ["/", "/a", "/x/y", "/x/z"] {
+            t.insert_loaded(p, None, &open(), &zero);
+        }
+        t.finish_loading();
+        t.create("/x", None, &open(), 0, 1, 5, 0).unwrap();
+        assert_eq!(n(&t, "/x"), 2);
+        t.insert_loaded("/b/c", None, &open(), &zero);
+        t.create("/b", None, &open(), 0, 1, 6, 0).unwrap();
+        assert_eq!(n(&t, "/b"), 1);
+        t.create_or_replace("/x", Some(b"again"), &open(), 0, 1, 7, 0)
+            .unwrap();
+        assert_eq!(n(&t, "/x"), 2);
+        // Any other create finds none, as there are none.
+        t.create("/a/new", None, &open(), 0, 1, 8, 0).unwrap();
+        assert_eq!(n(&t, "/a/new"), 0);
+        assert_eq!(t.delete("/x", 9), Err(ErrorCode::NotEmpty));
     }
 
     #[test]
