@@ -346,6 +346,33 @@ impl Znode {
         Znode::build(path.as_bytes(), &fields, data.unwrap_or(&[]))
     }
 
+    /// Appends to `out` the record [`Znode::new`] would hold with these arguments, so
+    /// znodes can be staged back to back in one buffer ([`ZnodeRef::new`] with a
+    /// default [`Base`] reads one back).
+    pub(super) fn encode_new(
+        out: &mut Vec<u8>,
+        path: &str,
+        data: Option<&[u8]>,
+        acl: u32,
+        meta: &ZnodeMeta,
+        num_children: i32,
+    ) {
+        let fields = Fields {
+            meta: *meta,
+            num_children,
+            acl,
+            null_data: data.is_none(),
+        };
+        encode_record(
+            out,
+            path.as_bytes(),
+            &[],
+            &fields,
+            Base::default(),
+            data.unwrap_or(&[]),
+        );
+    }
+
     pub(super) fn build(path: &[u8], fields: &Fields, data: &[u8]) -> Znode {
         // Room for the longest varints; the box is trimmed to the bytes written.
         let mut b = Vec::with_capacity(10 + path.len() + MAX_HEADER + data.len());

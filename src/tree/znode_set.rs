@@ -152,8 +152,7 @@ struct Item<'a> {
 }
 
 impl<'a> Item<'a> {
-    fn new(node: &'a Znode) -> Item<'a> {
-        let node = node.view();
+    fn new(node: ZnodeRef<'a>) -> Item<'a> {
         Item {
             head: node.key(),
             tail: &[],
@@ -412,7 +411,7 @@ impl ZnodeSet {
     pub fn insert(&mut self, node: &Znode) -> bool {
         let path = node.view().key();
         if self.leaves.is_empty() {
-            let items = [Item::new(node)];
+            let items = [Item::new(node.view())];
             let base = items[0].base();
             self.put_run(&items, base, None);
             self.len += 1;
@@ -429,7 +428,7 @@ impl ZnodeSet {
         if self.is_one_large_other(&key, path) {
             // A leaf of one large znode stays as it is (not copied twice to split it
             // off again): the new znode starts a leaf of its own.
-            let items = [Item::new(node)];
+            let items = [Item::new(node.view())];
             let base = items[0].base();
             self.put_run(&items, base, None);
             self.len += 1;
@@ -446,20 +445,20 @@ impl ZnodeSet {
                     Ordering::Less => {}
                     Ordering::Equal => {
                         at = Some(items.len());
-                        items.push(Item::new(node));
+                        items.push(Item::new(node.view()));
                         replaced = true;
                         continue;
                     }
                     Ordering::Greater => {
                         at = Some(items.len());
-                        items.push(Item::new(node));
+                        items.push(Item::new(node.view()));
                     }
                 }
             }
             items.push(it);
         }
         let at = at.unwrap_or_else(|| {
-            items.push(Item::new(node));
+            items.push(Item::new(node.view()));
             items.len() - 1
         });
         self.put_run(&items, leaf.base, Some(at));
@@ -736,9 +735,9 @@ impl ZnodeSet {
     /// znode in the set (a snapshot being loaded), as full leaves without searching.
     /// Unless `all`, stops before a last run too small to fill a leaf, so a load can
     /// hand znodes over in batches and still get full leaves; returns how many it took.
-    pub fn append_sorted(&mut self, nodes: &[Znode], all: bool) -> usize {
+    pub fn append_sorted(&mut self, nodes: &[ZnodeRef<'_>], all: bool) -> usize {
         let set = self;
-        let items: Vec<Item<'_>> = nodes.iter().map(Item::new).collect();
+        let items: Vec<Item<'_>> = nodes.iter().map(|&n| Item::new(n)).collect();
         let mut start = 0;
         while start < items.len() {
             // Estimated by whole paths and unbased headers, which overstate: the run
@@ -851,6 +850,10 @@ mod tests {
     }
 
     /// Paths from a small alphabet with '/', so they share prefixes and directories.
+    fn views(zs: &[Znode]) -> Vec<ZnodeRef<'_>> {
+        zs.iter().map(Znode::view).collect()
+    }
+
     fn path_strategy() -> impl Strategy<Value = String> {
         proptest::collection::vec(
             prop_oneof![
@@ -1008,7 +1011,7 @@ mod tests {
             // A set built in one pass from the same znodes reads the same.
             let sorted: Vec<Znode> = model.values().cloned().collect();
             let mut bulk = ZnodeSet::new();
-            prop_assert_eq!(bulk.append_sorted(&sorted, true), sorted.len());
+            prop_assert_eq!(bulk.append_sorted(&views(&sorted), true), sorted.len());
             check(&bulk, &model, &probes);
             // And in batches, as a load hands them over.
             let mut batched = ZnodeSet::new();
@@ -1016,11 +1019,11 @@ mod tests {
             for z in sorted {
                 pending.push(z);
                 if pending.len() >= 7 {
-                    let taken = batched.append_sorted(&pending, false);
+                    let taken = batched.append_sorted(&views(&pending), false);
                     pending.drain(..taken);
                 }
             }
-            prop_assert_eq!(batched.append_sorted(&pending, true), pending.len());
+            prop_assert_eq!(batched.append_sorted(&views(&pending), true), pending.len());
             check(&batched, &model, &probes);
             // Removing everything leaves nothing behind.
             for p in model.keys() {
