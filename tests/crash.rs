@@ -20,7 +20,7 @@
 //!   the first write gets one above every zxid any reply carried before the kill.
 //!
 //! The kill comes after a random delay (seeded; the seed is printed, `KEEL_CRASH_SEED`
-//! replays it). Most restarts use `snapCount=200`, so snapshots are written during the
+//! replays it). Most restarts use `snapCount=200` (a snapshot every 101-200 txns), so snapshots are written during the
 //! traffic (and some are cut off by the kill) and recovery starts from one; every third
 //! uses keel's default, replaying a long log. Autopurge is on (3 snapshots kept), so
 //! purges run under traffic too. `crash_50_cycles` keeps `dataLogDir`
@@ -654,7 +654,7 @@ fn run_crash_test(tag: &str, cycles: u32, separate_log_dir: bool) -> Summary {
         // keel's log lines, for the summary only (their wording is not a contract).
         model.snapshots_written += keel.stderr().matches("snapshot written").count() as u64;
         // Every third restart replays the log from the last snapshot with the default
-        // snapCount; the rest keep snapshotting every 200 txns.
+        // snapCount; the rest keep snapshotting every 101-200 txns.
         keel.options.snap_count = if cycle % 3 == 2 { None } else { Some(200) };
         keel.start();
         if keel.stderr().contains("snapshot_zxid=") {

@@ -1649,3 +1649,83 @@ fn snapshots_start_after_a_drawn_number_of_txns_as_zookeepers() {
         "every snapshot came after the same count: {counts:?}"
     );
 }
+
+/// Handles `input` and makes every txn it logs durable at once (as a runtime whose
+/// storage keeps up); returns every storage op it led to.
+fn handle_durably(server: &mut Server, input: Input) -> Vec<StorageOp> {
+    server.handle(T0, input);
+    let mut ops = Vec::new();
+    loop {
+        let drained = server.drain_storage();
+        if drained.is_empty() {
+            return ops;
+        }
+        let last = drained.iter().rev().find_map(|op| match op {
+            StorageOp::Append(t) => Some(t.zxid),
+            _ => None,
+        });
+        ops.extend(drained);
+        if let Some(zxid) = last {
+            server.handle(T0, Input::Durable { zxid });
+        }
+    }
+}
+
+/// A member whose periodic snapshot is under way when a SNAP replaces its state
+/// (`Server::restore`) drops that snapshot: its steps would otherwise go on over the
+/// new tree and mark it complete, though the install deleted its first chunks.
+#[test]
+fn a_restore_stops_the_snapshot_under_way() {
+    let mut s = settings();
+    s.durable = true;
+    s.snap_count = 40;
+    let mut server = Server::new(s, 0, T0, 3);
+    let mut ops = handle_durably(&mut server, connected(1));
+    ops.extend(handle_durably(&mut server, new_session(1, 30000)));
+    let big = Bytes::from(vec![b'd'; 100 << 10]);
+    for xid in 1..=45 {
+        let req = Request::Create(CreateOp {
+            opcode: op::CREATE,
+            path: format!("/n{xid}"),
+            data: Some(big.clone()),
+            acl: keel::tree::acl::open_acl(),
+            flags: 0,
+            ttl_ms: None,
+        });
+        ops.extend(handle_durably(
+            &mut server,
+            Input::Request {
+                conn: 1,
+                xid,
+                opcode: op::CREATE,
+                req,
+                body: Bytes::new(),
+            },
+        ));
+    }
+    server.drain_outbox();
+    let started = ops
+        .iter()
+        .find_map(|op| match op {
+            StorageOp::SnapshotChunk { zxid, index: 0, .. } => Some(*zxid),
+            _ => None,
+        })
+        .expect("a snapshot started within 40 txns");
+    // One step of it, the tree being over 2 MB: not done.
+    server.snapshot_step();
+    let step = server.drain_storage();
+    assert!(
+        matches!(step.as_slice(), [StorageOp::SnapshotChunk { zxid, index: 1, .. }] if *zxid == started),
+        "{step:?}"
+    );
+    server.restore(0x1_0000_0000, keel::tree::DataTree::new(), &[]);
+    for _ in 0..10 {
+        server.snapshot_step();
+    }
+    let after: Vec<String> = server
+        .drain_storage()
+        .iter()
+        .map(|op| format!("{op:?}").chars().take(60).collect())
+        .collect();
+    assert!(after.is_empty(), "the old snapshot went on: {after:?}");
+}

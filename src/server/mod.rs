@@ -11,8 +11,9 @@
 //! then is it applied and answered. Standalone is an ensemble of one, so durable means
 //! committed. A session's reads wait behind its own earlier writes, so every reply
 //! reflects all of the session's previous requests (ZooKeeper's ordering guarantee).
-//! After between `snap_count / 2 + 1` and `snap_count` txns (drawn anew for each, as
-//! ZooKeeper draws its `randRoll`) a fuzzy snapshot is written in steps between inputs.
+//! After a number of txns drawn from `snap_count / 2 + 1 ..= 2 * (snap_count / 2)` (anew
+//! for each, as ZooKeeper draws its `randRoll`) a fuzzy snapshot is written in steps
+//! between inputs.
 
 pub mod apply;
 pub mod local_sessions;
@@ -145,9 +146,8 @@ pub struct Settings {
     /// Whether txns wait for [`Input::Durable`] before they apply (false: apply at once,
     /// for tests that drive the state machine without storage).
     pub durable: bool,
-    /// `snapCount`: txns between snapshots at most (0 = never); each snapshot comes
-    /// after a number drawn from `snap_count / 2 + 1 ..= snap_count`
-    /// ([`snapshot_after`]).
+    /// `snapCount` (0 = never): each snapshot comes after a number of txns drawn from
+    /// `snap_count / 2 + 1 ..= 2 * (snap_count / 2)` ([`snapshot_after`]).
     pub snap_count: u64,
     /// The SASL server's users, from the JAAS file's server section (`None`: SASL is
     /// off, and a sasl request gets OK with a null token, as ZooKeeper without a SASL
@@ -377,8 +377,9 @@ pub struct Server {
 
 /// How many txns the next snapshot comes after: ZooKeeper's SyncRequestProcessor rule,
 /// `logCount > snapCount / 2 + randRoll` with `randRoll` drawn from `0 .. snapCount / 2`
-/// anew after each snapshot, so between `snap_count / 2 + 1` and `snap_count` (just
-/// `snap_count` when that is 0 or 1). Why not every `snap_count` txns exactly: every
+/// anew after each snapshot, so between `snap_count / 2 + 1` and `2 * (snap_count / 2)`
+/// (just `snap_count` when that is 0 or 1, which zoo.cfg never gives: ZooKeeper and
+/// keel's config raise a `snapCount` below 2 to 2). Why not every `snap_count` txns exactly: every
 /// member applies the same txns, so all of them would write their snapshots at once,
 /// together pausing the ensemble's disks and CPUs (ZooKeeper's reason for the roll).
 fn snapshot_after(snap_count: u64, rng: &mut StdRng) -> u64 {

@@ -198,6 +198,19 @@ impl Server {
         self.pending.clear();
         self.outstanding.clear();
         self.outstanding_paths.clear();
+        // A snapshot of the replaced state under way stops here, its chunks not yet
+        // handed to storage with it: its steps would go on over the new tree from the
+        // old cursor and mark it complete without the chunks the install deletes (or,
+        // at the install's own zxid, write over the installed ones).
+        self.snapshot = None;
+        self.storage_ops.retain(|op| {
+            !matches!(
+                op,
+                StorageOp::SnapshotChunk { .. } | StorageOp::SnapshotDone { .. }
+            )
+        });
+        self.txns_since_snapshot = 0;
+        self.snapshot_after = super::snapshot_after(self.settings.snap_count, &mut self.rng);
     }
 
     /// Removes every ephemeral whose owner session is not in the session table, as

@@ -22,7 +22,9 @@
 //!   (4 bytes), then the data. RocksDB checksums its own blocks too; the record's CRC
 //!   covers the bytes end to end, from the server's buffer back to it.
 //!
-//! Crash safety: every write is one RocksDB write batch, atomic in the WAL. The WAL is
+//! Crash safety: every write is one RocksDB write batch, atomic in the WAL, but for a
+//! SNAP's chunks, which go in as one ingested table file before the batch that makes
+//! them a snapshot ([`RocksStorage::install_snapshot`]). The WAL is
 //! recovered with `TolerateCorruptedTailRecords`: a torn final record (a crash in
 //! mid-write) is dropped, as ZooKeeper drops a torn txn log tail, while damage before
 //! the tail fails the open. Closed WALs are also tracked in the MANIFEST (RocksDB's
@@ -165,12 +167,6 @@ impl RocksStorage {
             check_column_families(&opts, &path)?;
         }
         let db = DB::open_cf(&opts, &path, COLUMN_FAMILIES).map_err(|e| rocks_error(&path, e))?;
-        // A SNAP's table file a crash left before RocksDB took it: its chunks are not
-        // part of any snapshot.
-        match std::fs::remove_file(path.join(INSTALL_FILE)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-            _ => {}
-        }
         let txnlog_dir = log_dir.join(txnlog::TXNLOG_DIR);
         check_txnlog_present(&db, &path, &txnlog_dir)?;
         let pending = read_truncation(&db, &path)?;
@@ -217,6 +213,12 @@ impl RocksStorage {
         }
         storage.purged_upto = storage.read_purged_upto()?;
         storage.last = storage.read_last_zxid()?;
+        // A SNAP's table file a crash left before RocksDB took it: its chunks are not
+        // part of any snapshot. Deleted once the store passed every check.
+        match std::fs::remove_file(storage.path.join(INSTALL_FILE)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        }
         Ok(storage)
     }
 
@@ -580,6 +582,13 @@ impl RocksStorage {
     fn ingest_chunks(&self, zxid: i64, chunks: &[&[u8]]) -> Result<(), StorageError> {
         let file = self.path.join(INSTALL_FILE);
         let cf = self.cf(SNAPSHOT_CF)?;
+        // Never a second name of a live table file: should RocksDB have failed to
+        // unlink it after the last ingest (it only warns), opening it anew (which
+        // truncates) would damage that table.
+        match std::fs::remove_file(&file) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        }
         let result = (|| {
             let opts = db_options(None);
             let mut writer = rocksdb::SstFileWriter::create(&opts);

@@ -66,9 +66,10 @@ pub struct DataTree {
     /// searches).
     loading: LoadBuffer,
     /// Paths that were missing when znodes below them were loaded (a fuzzy snapshot
-    /// can hold a child whose parent's create is in the log after it): the only paths
-    /// whose [`DataTree::create`] may find children already there to count. Every other
-    /// create skips that search (one of the four a create made).
+    /// can hold a child whose parent's create is in the log after it), and paths whose
+    /// znode [`DataTree::create_or_replace`] took out to replace (its children stay):
+    /// the only paths whose [`DataTree::create`] may find children already there to
+    /// count. Every other create skips that search (one of the four a create made).
     orphan_parents: HashSet<String>,
 }
 
@@ -371,7 +372,7 @@ impl DataTree {
         let data_len = data.map_or(0, <[u8]>::len) as i64;
         let acl = self.acls.acquire(acl);
         // Normally none: only znodes a fuzzy snapshot loaded below a then-missing
-        // parent can be there already.
+        // parent, or those of a znode a replayed create replaces, can be there already.
         let children = if self.orphan_parents.remove(path) {
             self.children(path).count() as i32
         } else {

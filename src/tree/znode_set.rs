@@ -849,11 +849,12 @@ mod tests {
         assert_eq!(got.num_children(), want.num_children());
     }
 
-    /// Paths from a small alphabet with '/', so they share prefixes and directories.
+    /// The borrowed forms of `zs`, as [`ZnodeSet::append_sorted`] takes them.
     fn views(zs: &[Znode]) -> Vec<ZnodeRef<'_>> {
         zs.iter().map(Znode::view).collect()
     }
 
+    /// Paths from a small alphabet with '/', so they share prefixes and directories.
     fn path_strategy() -> impl Strategy<Value = String> {
         proptest::collection::vec(
             prop_oneof![
