@@ -1604,24 +1604,7 @@ fn snapshots_start_after_a_drawn_number_of_txns_as_zookeepers() {
             seed_counts.push(since);
         }
         for xid in 1..=100 {
-            let req = Request::Create(CreateOp {
-                opcode: op::CREATE,
-                path: format!("/n{xid}"),
-                data: None,
-                acl: keel::tree::acl::open_acl(),
-                flags: 0,
-                ttl_ms: None,
-            });
-            server.handle(
-                T0,
-                Input::Request {
-                    conn: 1,
-                    xid,
-                    opcode: op::CREATE,
-                    req,
-                    body: Bytes::new(),
-                },
-            );
+            server.handle(T0, create_on_conn_1(xid, None));
             if durable(&mut server, &mut since, &mut zxid) {
                 seed_counts.push(since);
                 since = 0;
@@ -1648,6 +1631,24 @@ fn snapshots_start_after_a_drawn_number_of_txns_as_zookeepers() {
         counts.iter().any(|c| c.windows(2).any(|w| w[0] != w[1])),
         "every snapshot came after the same count: {counts:?}"
     );
+}
+
+/// A create of `/n<xid>` with `data` and an open ACL, from connection 1.
+fn create_on_conn_1(xid: i32, data: Option<Bytes>) -> Input {
+    Input::Request {
+        conn: 1,
+        xid,
+        opcode: op::CREATE,
+        req: Request::Create(CreateOp {
+            opcode: op::CREATE,
+            path: format!("/n{xid}"),
+            data,
+            acl: keel::tree::acl::open_acl(),
+            flags: 0,
+            ttl_ms: None,
+        }),
+        body: Bytes::new(),
+    }
 }
 
 /// Handles `input` and makes every txn it logs durable at once (as a runtime whose
@@ -1684,23 +1685,9 @@ fn a_restore_stops_the_snapshot_under_way() {
     ops.extend(handle_durably(&mut server, new_session(1, 30000)));
     let big = Bytes::from(vec![b'd'; 100 << 10]);
     for xid in 1..=45 {
-        let req = Request::Create(CreateOp {
-            opcode: op::CREATE,
-            path: format!("/n{xid}"),
-            data: Some(big.clone()),
-            acl: keel::tree::acl::open_acl(),
-            flags: 0,
-            ttl_ms: None,
-        });
         ops.extend(handle_durably(
             &mut server,
-            Input::Request {
-                conn: 1,
-                xid,
-                opcode: op::CREATE,
-                req,
-                body: Bytes::new(),
-            },
+            create_on_conn_1(xid, Some(big.clone())),
         ));
     }
     server.drain_outbox();
