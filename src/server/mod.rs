@@ -379,9 +379,10 @@ pub struct Server {
 /// `logCount > snapCount / 2 + randRoll` with `randRoll` drawn from `0 .. snapCount / 2`
 /// anew after each snapshot, so between `snap_count / 2 + 1` and `2 * (snap_count / 2)`
 /// (just `snap_count` when that is 0 or 1, which zoo.cfg never gives: ZooKeeper and
-/// keel's config raise a `snapCount` below 2 to 2). Why not every `snap_count` txns exactly: every
-/// member applies the same txns, so all of them would write their snapshots at once,
-/// together pausing the ensemble's disks and CPUs (ZooKeeper's reason for the roll).
+/// keel's config raise a `snapCount` below 2 to 2). Why not every `snap_count` txns
+/// exactly: every member applies the same txns, so all of them would write their
+/// snapshots at once, together pausing the ensemble's disks and CPUs (ZooKeeper's reason
+/// for the roll).
 fn snapshot_after(snap_count: u64, rng: &mut StdRng) -> u64 {
     let half = snap_count / 2;
     if half == 0 {
@@ -1242,9 +1243,14 @@ impl Server {
         }
     }
 
-    fn start_snapshot(&mut self) {
+    /// Counts txns towards the next snapshot from zero, against a newly drawn number.
+    fn restart_snapshot_count(&mut self) {
         self.txns_since_snapshot = 0;
         self.snapshot_after = snapshot_after(self.settings.snap_count, &mut self.rng);
+    }
+
+    fn start_snapshot(&mut self) {
+        self.restart_snapshot_count();
         let zxid = self.last_zxid;
         tracing::info!(zxid = format!("0x{zxid:x}"), "snapshot started");
         self.storage_ops.push(StorageOp::SnapshotChunk {

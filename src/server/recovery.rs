@@ -209,8 +209,7 @@ impl Server {
                 StorageOp::SnapshotChunk { .. } | StorageOp::SnapshotDone { .. }
             )
         });
-        self.txns_since_snapshot = 0;
-        self.snapshot_after = super::snapshot_after(self.settings.snap_count, &mut self.rng);
+        self.restart_snapshot_count();
     }
 
     /// Removes every ephemeral whose owner session is not in the session table, as

@@ -73,6 +73,16 @@ pub enum StorageError {
     Backend(String),
 }
 
+/// Deletes the file at `path` if there is one.
+///
+/// Errors: any I/O error but the file not existing.
+pub(crate) fn remove_file_if_present(path: &std::path::Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
 /// A step boundary of a multi-step durable operation (a txn log truncation, a snapshot
 /// install). In the library's own tests the step [`fail::arm`] chose fails here with an
 /// I/O error naming `step`: a crash just after the step, which leaves what the steps so

@@ -48,8 +48,8 @@ use rocksdb::{
 
 use super::txnlog::{self, Cut, TxnLog};
 use super::{
-    fail_point, LogEntry, Snapshot, Storage, StorageError, SyncJob, FORMAT_VERSION,
-    OLDEST_FORMAT_VERSION,
+    fail_point, remove_file_if_present, LogEntry, Snapshot, Storage, StorageError, SyncJob,
+    FORMAT_VERSION, OLDEST_FORMAT_VERSION,
 };
 
 /// The database's directory under `dataDir`.
@@ -215,10 +215,7 @@ impl RocksStorage {
         storage.last = storage.read_last_zxid()?;
         // A SNAP's table file a crash left before RocksDB took it: its chunks are not
         // part of any snapshot. Deleted once the store passed every check.
-        match std::fs::remove_file(storage.path.join(INSTALL_FILE)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-            _ => {}
-        }
+        remove_file_if_present(&storage.path.join(INSTALL_FILE))?;
         Ok(storage)
     }
 
@@ -585,10 +582,7 @@ impl RocksStorage {
         // Never a second name of a live table file: should RocksDB have failed to
         // unlink it after the last ingest (it only warns), opening it anew (which
         // truncates) would damage that table.
-        match std::fs::remove_file(&file) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-            _ => {}
-        }
+        remove_file_if_present(&file)?;
         let result = (|| {
             let opts = db_options(None);
             let mut writer = rocksdb::SstFileWriter::create(&opts);

@@ -663,10 +663,7 @@ impl TxnLog {
             let _ = preparing.thread.join();
         }
         if !self.read_only {
-            match std::fs::remove_file(self.dir.join(SPARE_NAME)) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-                _ => {}
-            }
+            super::remove_file_if_present(&self.dir.join(SPARE_NAME))?;
         }
         Ok(())
     }
@@ -742,10 +739,7 @@ fn prepare_spare(path: PathBuf, log_pos: Arc<AtomicU64>) -> std::io::Result<Spar
             let named = |e: std::io::Error| {
                 std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
             };
-            match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(named(e)),
-                _ => {}
-            }
+            super::remove_file_if_present(&path).map_err(named)?;
             let file = OpenOptions::new()
                 .read(true)
                 .write(true)

@@ -118,6 +118,22 @@ pub(super) struct Fields {
 }
 
 impl Fields {
+    /// The fields of a znode with `data` (`None`: null), ACL id `acl`, the persisted
+    /// fields `meta` and `num_children` children.
+    pub(super) fn new(
+        data: Option<&[u8]>,
+        acl: u32,
+        meta: &ZnodeMeta,
+        num_children: i32,
+    ) -> Fields {
+        Fields {
+            meta: *meta,
+            num_children,
+            acl,
+            null_data: data.is_none(),
+        }
+    }
+
     /// A child was created at `zxid`: numChildren one up and, if `child_creates` is
     /// above the stored child-create count, that count set to it and pzxid to `zxid`
     /// (ZooKeeper's DataTree.createNode: "only update when it's larger"). So the count
@@ -337,12 +353,7 @@ impl Znode {
         meta: &ZnodeMeta,
         num_children: i32,
     ) -> Znode {
-        let fields = Fields {
-            meta: *meta,
-            num_children,
-            acl,
-            null_data: data.is_none(),
-        };
+        let fields = Fields::new(data, acl, meta, num_children);
         Znode::build(path.as_bytes(), &fields, data.unwrap_or(&[]))
     }
 
@@ -357,12 +368,7 @@ impl Znode {
         meta: &ZnodeMeta,
         num_children: i32,
     ) {
-        let fields = Fields {
-            meta: *meta,
-            num_children,
-            acl,
-            null_data: data.is_none(),
-        };
+        let fields = Fields::new(data, acl, meta, num_children);
         encode_record(
             out,
             path.as_bytes(),
