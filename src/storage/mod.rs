@@ -23,6 +23,7 @@
 pub mod conformance;
 pub mod mem;
 pub mod rocks;
+pub mod snapshot_file;
 pub mod txnlog;
 pub mod zab;
 
