@@ -1104,3 +1104,47 @@ fn rocks_snapshots_back_to_back_are_all_complete() {
     drop(store);
     assert_eq!(chunk_zxids(dir.path()), vec![1, 2, 3, 4]);
 }
+
+#[test]
+fn rocks_a_snapshot_given_up_midway_is_never_marked_complete() {
+    let dir = TempDir::new("snapshot-given-up-midway");
+    let mut store = open(dir.path());
+    store.put_snapshot_chunk(0x5, 0, b"A 0").unwrap();
+    store.put_snapshot_chunk(0x5, 1, b"A 1").unwrap();
+    // Another snapshot starts: A's file, with chunks 0 and 1, is given up.
+    store.put_snapshot_chunk(0x9, 0, b"B 0").unwrap();
+    // A's later chunks and its finish must not make a snapshot of missing chunks.
+    store.put_snapshot_chunk(0x5, 2, b"A 2").unwrap();
+    store.finish_snapshot(0x5, 3).unwrap();
+    store.finish_snapshot(0x9, 1).unwrap();
+    assert_eq!(store.snapshots().unwrap(), vec![0x9]);
+    drop(store);
+    let store = open(dir.path());
+    assert_eq!(store.snapshots().unwrap(), vec![0x9]);
+    assert_eq!(
+        store.latest_snapshot().unwrap().expect("B").chunks,
+        vec![b"B 0".to_vec()]
+    );
+}
+
+#[test]
+fn rocks_a_snapshot_again_at_a_complete_ones_zxid_leaves_that_one() {
+    let dir = TempDir::new("snapshot-same-zxid");
+    let mut store = open(dir.path());
+    for (index, chunk) in [b"old 0", b"old 1", b"old 2"].iter().enumerate() {
+        store.put_snapshot_chunk(0x7, index as u32, *chunk).unwrap();
+    }
+    store.finish_snapshot(0x7, 3).unwrap();
+    assert_eq!(store.snapshots().unwrap(), vec![0x7]);
+    // The same zxid again, in fewer chunks: the complete one stays as it was.
+    store.put_snapshot_chunk(0x7, 0, b"new 0").unwrap();
+    store.put_snapshot_chunk(0x7, 1, b"new 1").unwrap();
+    store.finish_snapshot(0x7, 2).unwrap();
+    drop(store);
+    let store = open(dir.path());
+    let latest = store.latest_snapshot().unwrap().expect("a snapshot");
+    assert_eq!(
+        latest.chunks,
+        vec![b"old 0".to_vec(), b"old 1".to_vec(), b"old 2".to_vec()]
+    );
+}

@@ -38,7 +38,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes};
 
 use crate::import::passwd::session_passwd;
 use crate::member::snap_send::{Finished, SnapSends, SNAP_STEP_BYTES};
@@ -50,7 +50,7 @@ use crate::server::stats::SummaryStat;
 use crate::server::{
     self, Forwarded, Outbound, Revalidate, RevalidateReply, Role, Server, Settings, StorageOp,
 };
-use crate::storage::zab::{decode_snapshot, encode_snapshot};
+use crate::storage::zab::{decode_snapshot, SnapshotFormWriter};
 use crate::tree::{snapshot as tree_snapshot, DataTree};
 use crate::watch::ConnId;
 use crate::zab::message::Message;
@@ -1305,25 +1305,28 @@ impl Replica {
 }
 
 /// The applied state in keel's own snapshot form (the server's snapshot chunks framed
-/// by [`encode_snapshot`]): what storage installs and a restart recovers from.
+/// by [`crate::storage::zab::encode_snapshot`]): what storage installs and a restart recovers from.
 fn encode_state(server: &Server) -> Bytes {
-    let mut chunks = vec![encode_snapshot_header(server.last_zxid, &server.sessions)];
+    let tree = &server.tree;
+    // Sized once: per znode a path length, a data length, the open ACL list (31
+    // bytes) and the 60 bytes of its fields, besides the paths and data themselves.
+    let nodes = tree.node_count();
+    let bytes = usize::try_from(tree.approximate_data_size()).unwrap_or(0) + nodes * 100;
+    let mut w = SnapshotFormWriter::with_capacity(1 + bytes / SNAP_CHUNK_BYTES + 1, bytes);
+    w.chunk(|out| out.put_slice(&encode_snapshot_header(server.last_zxid, &server.sessions)));
     let mut cursor: Option<String> = None;
     loop {
-        let mut buf = BytesMut::with_capacity(SNAP_CHUNK_BYTES);
-        let next = tree_snapshot::encode_nodes(
-            &server.tree,
-            cursor.as_deref(),
-            SNAP_CHUNK_BYTES,
-            &mut buf,
-        );
-        chunks.push(buf.to_vec());
+        let mut next = None;
+        w.chunk(|out| {
+            let max = out.len() + SNAP_CHUNK_BYTES;
+            next = tree_snapshot::encode_nodes(tree, cursor.as_deref(), max, out);
+        });
         match next {
             Some(c) => cursor = Some(c),
             None => break,
         }
     }
-    encode_snapshot(&chunks)
+    w.finish()
 }
 
 /// The sessions a SNAP stream starts with (ZooKeeper's DataTree serialization, which

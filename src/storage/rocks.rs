@@ -419,6 +419,21 @@ impl RocksStorage {
         self.snapshot_files.lock().settle(abandon)
     }
 
+    /// The complete snapshots' zxids, oldest first, as of now: unlike
+    /// [`Storage::snapshots`] it never waits for a periodic snapshot's table file still
+    /// being ingested (a sync of up to hundreds of MB), which is listed once its writer
+    /// has marked it. For the storage thread's own bookkeeping between appends.
+    ///
+    /// Errors: a finished writer's error; backend errors.
+    pub fn snapshots_now(&self) -> Result<Vec<i64>, StorageError> {
+        self.snapshot_files.lock().reap()?;
+        Ok(self
+            .complete_snapshots()?
+            .into_iter()
+            .map(|(zxid, _)| zxid)
+            .collect())
+    }
+
     fn decode_log_key(&self, key: &[u8]) -> Result<i64, StorageError> {
         let bytes = <[u8; 8]>::try_from(key).map_err(|_| StorageError::Corrupt {
             path: self.path.clone(),
@@ -558,8 +573,11 @@ impl RocksStorage {
             .map_err(|_| StorageError::Backend(format!("a snapshot of {} chunks", chunks.len())))?;
         // A snapshot of the state this install replaces is of no use any more (the
         // server stopped writing it); one already sealed is waited for, so the batch
-        // below deletes it rather than its marker coming after.
-        self.settle_snapshot_files(true)?;
+        // below deletes it rather than its marker coming after. Their failures do not
+        // matter now.
+        if let Err(e) = self.settle_snapshot_files(true) {
+            tracing::warn!(error = %e, "a snapshot the install replaces had failed");
+        }
         let old_snapshots = self.complete_snapshots()?;
         let ingest = !chunks.is_empty() && old_snapshots.iter().all(|&(old, _)| old != zxid);
         if ingest {
@@ -625,8 +643,12 @@ impl RocksStorage {
             let opts = db_options(None);
             let mut writer = rocksdb::SstFileWriter::create(&opts);
             writer.open(&file)?;
+            // One record buffer for all chunks: a fresh one each time faulted in the
+            // whole snapshot's size in new pages.
+            let mut record = Vec::new();
             for (index, chunk) in (0u32..).zip(chunks) {
-                writer.put(chunk_key(zxid, index), encode_record(chunk))?;
+                encode_record_into(&mut record, chunk);
+                writer.put(chunk_key(zxid, index), &record)?;
             }
             writer.finish()?;
             let mut ingest = rocksdb::IngestExternalFileOptions::default();
@@ -740,10 +762,10 @@ impl Storage for RocksStorage {
         if self.read_only {
             return Ok(());
         }
-        // A snapshot not yet sealed is given up, as a stop in its middle always did.
-        self.settle_snapshot_files(true)?;
         self.txnlog.sync()?;
         self.txnlog.discard_spare()?;
+        // A snapshot not yet sealed is given up, as a stop in its middle always did.
+        self.settle_snapshot_files(true)?;
         let mut flush = rocksdb::FlushOptions::default();
         flush.set_wait(true);
         for name in COLUMN_FAMILIES {
@@ -833,8 +855,10 @@ impl Storage for RocksStorage {
 
     /// Chunks that come in order from chunk 0 (as the server writes them) go into a
     /// table file on a snapshot writer's thread ([`SnapshotFiles`]), which a chunk 0
-    /// starts (giving up the unsealed file of another snapshot, whose chunks then were
-    /// never stored); any other chunk is an ordinary write. Either way it is not durable
+    /// starts; any other chunk is an ordinary write. A chunk 0 gives up the unsealed
+    /// file of another snapshot: that one's chunks are then stored nowhere, and its
+    /// later chunks and its finish are ignored, so it never becomes complete. So is a
+    /// snapshot at a zxid that already has a complete one. Either way it is not durable
     /// before the snapshot is finished.
     fn put_snapshot_chunk(
         &mut self,
@@ -845,11 +869,29 @@ impl Storage for RocksStorage {
         if self.read_only {
             return Err(StorageError::Backend("store opened read-only".to_owned()));
         }
-        let record = encode_record(data);
-        let files = self.snapshot_files.get_mut();
-        if !files.takes(zxid, index) && index == 0 {
-            files.start(Arc::clone(&self.db), self.path.clone(), zxid)?;
+        if index == 0 && !self.snapshot_files.get_mut().takes(zxid, 0) {
+            // A snapshot at a zxid that already has a complete one is that one again
+            // (the same state): writing it would only open a window in which a crash
+            // leaves the old marker over a mix of old and new chunks.
+            if self
+                .db
+                .get_pinned_cf(self.cf(META_CF)?, marker_key(zxid))
+                .map_err(|e| self.error(e))?
+                .is_some()
+            {
+                self.snapshot_files.get_mut().skip(zxid);
+                return Ok(());
+            }
+            let db = Arc::clone(&self.db);
+            self.snapshot_files
+                .get_mut()
+                .start(db, self.path.clone(), zxid)?;
         }
+        let files = self.snapshot_files.get_mut();
+        if files.is_skipped(zxid) {
+            return Ok(());
+        }
+        let record = encode_record(data);
         if files.takes(zxid, index) {
             return files.put(record);
         }
@@ -880,9 +922,17 @@ impl Storage for RocksStorage {
     /// and left to the writer thread, which ingests the file (RocksDB syncs it) and then
     /// writes the marker, both off this thread; reads of the snapshots wait for it.
     fn finish_snapshot(&mut self, zxid: i64, chunks: u32) -> Result<(), StorageError> {
+        let files = self.snapshot_files.get_mut();
+        if files.is_skipped(zxid) {
+            tracing::debug!(
+                zxid = format!("0x{zxid:x}"),
+                "a snapshot given up is not marked complete"
+            );
+            return Ok(());
+        }
         // When some chunks came out of order, the file's go in first, then the marker
         // as below.
-        if self.snapshot_files.get_mut().finish(zxid, chunks)? {
+        if files.finish(zxid, chunks)? {
             return Ok(());
         }
         self.settle_snapshot_files(false)?;
@@ -1053,10 +1103,16 @@ fn refuse_if_not_empty(dir: &Path) -> Result<(), StorageError> {
 
 pub(super) fn encode_record(data: &[u8]) -> Vec<u8> {
     let mut record = Vec::with_capacity(5 + data.len());
+    encode_record_into(&mut record, data);
+    record
+}
+
+/// [`encode_record`] into `record`, replacing what it held.
+fn encode_record_into(record: &mut Vec<u8>, data: &[u8]) {
+    record.clear();
     record.push(RECORD_VERSION);
     record.extend_from_slice(&crc32fast::hash(data).to_be_bytes());
     record.extend_from_slice(data);
-    record
 }
 
 /// The data of a record, or what is wrong with it.

@@ -55,7 +55,15 @@ pub fn is_file_name(name: &str) -> bool {
 pub struct SnapshotFiles {
     open: Option<SnapshotFile>,
     sealed: Vec<SnapshotFile>,
+    /// Snapshots (newest last, at most [`SKIPPED`]) whose chunks are dropped and whose
+    /// completion is never marked: one given up for another's chunk 0 (part of its
+    /// chunks went with its file, so a marker would point at missing chunks), or one
+    /// whose zxid already has a complete snapshot.
+    skipped: Vec<i64>,
 }
+
+/// How many skipped snapshots [`SnapshotFiles`] remembers.
+const SKIPPED: usize = 8;
 
 impl SnapshotFiles {
     /// Whether chunk `index` of snapshot `zxid` is the open file's next one.
@@ -64,25 +72,58 @@ impl SnapshotFiles {
     }
 
     /// Opens snapshot `zxid`'s file, giving up the open one (its chunks are then stored
-    /// nowhere: the server started over). A sealed file of the same zxid (same name) is
-    /// waited for first; sealed files already done are reaped, so their errors surface.
+    /// nowhere and it is [`SnapshotFiles::skip`]ped: the server started over). A sealed
+    /// file of the same zxid (same name) is waited for first; sealed files already done
+    /// are reaped, so their errors surface.
     ///
     /// Errors: a writer's I/O or backend error; the thread cannot be started.
     pub fn start(&mut self, db: Arc<DB>, db_path: PathBuf, zxid: i64) -> Result<(), StorageError> {
+        self.skipped.retain(|&z| z != zxid);
         if let Some(open) = self.open.take() {
-            open.wait()?;
-        }
-        let mut keep = Vec::with_capacity(self.sealed.len());
-        for f in self.sealed.drain(..) {
-            if f.zxid == zxid || f.is_done() {
-                f.wait()?;
-            } else {
-                keep.push(f);
+            self.skip(open.zxid);
+            if let Err(e) = open.wait() {
+                tracing::warn!(error = %e, "a snapshot given up had failed; nothing of it is used");
             }
         }
-        self.sealed = keep;
+        self.reap_where(|f| f.zxid == zxid || f.is_done())?;
         self.open = Some(SnapshotFile::start(db, db_path, zxid)?);
         Ok(())
+    }
+
+    /// Drops snapshot `zxid`'s chunks from now on and never marks it complete (until
+    /// its chunk 0 comes again).
+    pub fn skip(&mut self, zxid: i64) {
+        self.skipped.retain(|&z| z != zxid);
+        if self.skipped.len() == SKIPPED {
+            self.skipped.remove(0);
+        }
+        self.skipped.push(zxid);
+    }
+
+    /// Whether snapshot `zxid` is skipped ([`SnapshotFiles::skip`]).
+    pub fn is_skipped(&self, zxid: i64) -> bool {
+        self.skipped.contains(&zxid)
+    }
+
+    /// Waits for the sealed files whose writers have ended, so their errors surface;
+    /// never waits on one still writing.
+    ///
+    /// Errors: the first writer error.
+    pub fn reap(&mut self) -> Result<(), StorageError> {
+        self.reap_where(SnapshotFile::is_done)
+    }
+
+    fn reap_where(&mut self, pick: impl Fn(&SnapshotFile) -> bool) -> Result<(), StorageError> {
+        let (done, keep): (Vec<_>, Vec<_>) = self.sealed.drain(..).partition(|f| pick(f));
+        self.sealed = keep;
+        let mut first = Ok(());
+        for f in done {
+            let result = f.wait();
+            if first.is_ok() {
+                first = result;
+            }
+        }
+        first
     }
 
     /// Queues the open file's next chunk record (see [`SnapshotFiles::takes`]).
@@ -112,12 +153,15 @@ impl SnapshotFiles {
     }
 
     /// Waits for every sealed file's ingest and marker; with `abandon`, gives up the
-    /// open file too.
+    /// open file too (and skips its snapshot).
     ///
     /// Errors: the first writer error.
     pub fn settle(&mut self, abandon: bool) -> Result<(), StorageError> {
         let mut first = Ok(());
         let open = if abandon { self.open.take() } else { None };
+        if let Some(f) = &open {
+            self.skip(f.zxid);
+        }
         for f in self.sealed.drain(..).chain(open) {
             let result = f.wait();
             if first.is_ok() {
@@ -293,8 +337,12 @@ fn write(
             return result.map(|_| ());
         }
     };
-    // An empty file (sealed before any chunk) was never written out.
-    remove_file_if_present(&file)?;
+    // An empty file (sealed before any chunk) was never written out; after an ingest
+    // only RocksDB's failure to unlink the name (it just warns) leaves one. Neither may
+    // keep the marker from being written.
+    if let Err(e) = remove_file_if_present(&file) {
+        tracing::warn!(error = %e, file = %file.display(), "could not delete a snapshot table file's name");
+    }
     if let Some(chunks) = sealed {
         let mut batch = WriteBatch::default();
         batch.put_cf(
