@@ -77,6 +77,30 @@ fn main() {
         t.elapsed().as_millis()
     );
 
+    // SNAP_COST_PARSE_ONLY=N: the parse into a tree N times more, alone (for a profiler).
+    let repeat: usize = std::env::var("SNAP_COST_PARSE_ONLY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    for _ in 0..repeat {
+        let t = Instant::now();
+        let mut r = Input::new(&stream);
+        let mut copy = DataTree::empty();
+        snap::read_stream(&mut r, &mut HashMap::new(), &mut |node| {
+            copy.insert_loaded(node.path, node.data, node.acl, &node.meta);
+            Ok(())
+        })
+        .expect("read_stream");
+        copy.finish_loading();
+        println!(
+            "learner: read_stream into a tree in {} ms",
+            t.elapsed().as_millis()
+        );
+    }
+    if repeat > 0 {
+        return;
+    }
+
     let t = Instant::now();
     let mut r = Input::new(&stream);
     let mut copy = DataTree::empty();

@@ -27,6 +27,10 @@ pub struct AclCache {
     /// What an unknown id reads as: nobody has any permission. Only a bug could ask for
     /// one; failing closed is the safe answer (an empty ACL would mean open).
     deny_all: Arc<Vec<Acl>>,
+    /// The id [`AclCache::acquire`] found last: a load passes the same `Arc` for every
+    /// znode with that ACL, and a pointer compare spares hashing the list each time
+    /// (SipHash of the lists was 3 % of a 1,000,000-znode SNAP's parse).
+    last_hit: u32,
 }
 
 impl Default for AclCache {
@@ -49,12 +53,21 @@ impl AclCache {
                     id: "anyone".into(),
                 },
             }]),
+            last_hit: u32::MAX,
         }
     }
 
     /// The id of `acl`, with one more reference: an equal cached ACL's, or a new one.
     pub fn acquire(&mut self, acl: &Arc<Vec<Acl>>) -> u32 {
+        // Both `Arc`s are alive here, so the same pointer is the same list.
+        if let Some(Some(e)) = self.entries.get_mut(self.last_hit as usize) {
+            if Arc::ptr_eq(&e.acl, acl) {
+                e.refs += 1;
+                return self.last_hit;
+            }
+        }
         if let Some(&id) = self.ids.get(acl.as_ref()) {
+            self.last_hit = id;
             if let Some(Some(e)) = self.entries.get_mut(id as usize) {
                 e.refs += 1;
             }
@@ -75,6 +88,7 @@ impl AclCache {
             }
         };
         self.ids.insert(acl.clone(), id);
+        self.last_hit = id;
         id
     }
 
@@ -146,5 +160,31 @@ mod tests {
         assert!(c.is_empty());
         assert_eq!(c.get(a).len(), 1);
         assert_eq!(c.get(a)[0].perms, 0);
+    }
+
+    #[test]
+    fn the_last_hit_shortcut_never_outlives_its_entry() {
+        let mut c = AclCache::new();
+        let open = Arc::new(super::super::acl::open_acl());
+        let id = c.acquire(&open);
+        assert_eq!(c.acquire(&open), id, "the same Arc: the same id");
+        c.release(id);
+        c.release(id);
+        assert!(c.is_empty());
+        // The freed id now holds another list; `open` (still alive) must not get it.
+        let other = Arc::new(vec![Acl {
+            perms: 1,
+            id: jute::Id {
+                scheme: "digest".into(),
+                id: "u:p".into(),
+            },
+        }]);
+        let reused = c.acquire(&other);
+        assert_eq!(reused, id, "the freed id is reused");
+        let again = c.acquire(&open);
+        assert_ne!(again, reused);
+        assert_eq!(c.get(again).as_ref(), open.as_ref());
+        assert_eq!(c.get(reused).as_ref(), other.as_ref());
+        assert_eq!(c.len(), 2);
     }
 }
