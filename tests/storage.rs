@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use keel::storage::conformance;
 use keel::storage::mem::MemStorage;
 use keel::storage::rocks::{self, RocksStorage};
-use keel::storage::snapshot_file;
 use keel::storage::txnlog;
 use keel::storage::{LogEntry, Storage, StorageError, FORMAT_VERSION};
 
@@ -980,16 +979,6 @@ fn a_zab_store_sends_diff_from_its_newest_segment_whatever_the_snapshot_size() {
     assert_eq!(diff[0].zxid, epoch + 2);
 }
 
-/// Bytes of RocksDB WAL files (`*.log`) in the database directory.
-fn wal_bytes(data_dir: &Path) -> u64 {
-    std::fs::read_dir(data_dir.join(rocks::DB_DIR))
-        .expect("list the database directory")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "log"))
-        .map(|p| std::fs::metadata(&p).expect("WAL size").len())
-        .sum()
-}
-
 /// The snapshot zxids that have chunks in the snapshot column family, marked or not.
 fn chunk_zxids(data_dir: &Path) -> Vec<i64> {
     let db = raw_db(data_dir);
@@ -1005,82 +994,6 @@ fn chunk_zxids(data_dir: &Path) -> Vec<i64> {
         .collect();
     zxids.dedup();
     zxids
-}
-
-#[test]
-fn rocks_a_snapshot_written_in_order_goes_in_as_a_table_file_not_through_the_wal() {
-    let dir = TempDir::new("snapshot-file");
-    let chunks: Vec<Vec<u8>> = (0..8u8).map(|i| vec![i; 512 * 1024]).collect();
-    {
-        let mut store = open(dir.path());
-        for (index, chunk) in (0u32..).zip(&chunks) {
-            store.put_snapshot_chunk(0x7, index, chunk).unwrap();
-        }
-        store.finish_snapshot(0x7, 8).unwrap();
-        // Dropped at once: the drop waits for the writer's ingest and marker.
-    }
-    assert!(
-        wal_bytes(dir.path()) < 1 << 20,
-        "4 MiB of chunks must not pass through the WAL ({} bytes there)",
-        wal_bytes(dir.path())
-    );
-    assert!(
-        !dir.path()
-            .join(rocks::DB_DIR)
-            .join(snapshot_file::file_name(0x7))
-            .exists(),
-        "the table file was taken by RocksDB"
-    );
-    let store = open(dir.path());
-    assert_eq!(store.snapshots().unwrap(), vec![0x7]);
-    let latest = store.latest_snapshot().unwrap().expect("a snapshot");
-    assert_eq!((latest.zxid, latest.chunks), (0x7, chunks));
-}
-
-#[test]
-fn rocks_a_snapshot_given_up_for_another_stores_none_of_its_chunks() {
-    let dir = TempDir::new("snapshot-given-up");
-    {
-        let mut store = open(dir.path());
-        store.put_snapshot_chunk(0x5, 0, b"given up 0").unwrap();
-        store.put_snapshot_chunk(0x5, 1, b"given up 1").unwrap();
-        // The server started over (after a restore): a new chunk 0.
-        store.put_snapshot_chunk(0x9, 0, b"kept 0").unwrap();
-        store.put_snapshot_chunk(0x9, 1, b"kept 1").unwrap();
-        store.finish_snapshot(0x9, 2).unwrap();
-        assert_eq!(store.snapshots().unwrap(), vec![0x9]);
-        // An unsealed snapshot at the stop is given up too.
-        store.put_snapshot_chunk(0xb, 0, b"cut short").unwrap();
-    }
-    assert_eq!(chunk_zxids(dir.path()), vec![0x9]);
-    for zxid in [0x5, 0x9, 0xb] {
-        let file = dir
-            .path()
-            .join(rocks::DB_DIR)
-            .join(snapshot_file::file_name(zxid));
-        assert!(!file.exists(), "{} is gone", file.display());
-    }
-    let store = open(dir.path());
-    let latest = store.latest_snapshot().unwrap().expect("a snapshot");
-    assert_eq!(latest.chunks, vec![b"kept 0".to_vec(), b"kept 1".to_vec()]);
-}
-
-#[test]
-fn rocks_open_deletes_a_snapshot_table_file_a_crash_left() {
-    let dir = TempDir::new("snapshot-file-left");
-    {
-        let mut store = open(dir.path());
-        store.append(&[entry(1)], true).unwrap();
-    }
-    let left = dir
-        .path()
-        .join(rocks::DB_DIR)
-        .join(snapshot_file::file_name(0x33));
-    std::fs::write(&left, b"half a table file").unwrap();
-    let store = open(dir.path());
-    assert!(!left.exists(), "the open deletes it");
-    assert_eq!(read_zxids(&store), [1]);
-    assert!(store.snapshots().unwrap().is_empty());
 }
 
 #[test]
@@ -1103,48 +1016,4 @@ fn rocks_snapshots_back_to_back_are_all_complete() {
     assert_eq!((latest.zxid, latest.chunks.len()), (4, 4));
     drop(store);
     assert_eq!(chunk_zxids(dir.path()), vec![1, 2, 3, 4]);
-}
-
-#[test]
-fn rocks_a_snapshot_given_up_midway_is_never_marked_complete() {
-    let dir = TempDir::new("snapshot-given-up-midway");
-    let mut store = open(dir.path());
-    store.put_snapshot_chunk(0x5, 0, b"A 0").unwrap();
-    store.put_snapshot_chunk(0x5, 1, b"A 1").unwrap();
-    // Another snapshot starts: A's file, with chunks 0 and 1, is given up.
-    store.put_snapshot_chunk(0x9, 0, b"B 0").unwrap();
-    // A's later chunks and its finish must not make a snapshot of missing chunks.
-    store.put_snapshot_chunk(0x5, 2, b"A 2").unwrap();
-    store.finish_snapshot(0x5, 3).unwrap();
-    store.finish_snapshot(0x9, 1).unwrap();
-    assert_eq!(store.snapshots().unwrap(), vec![0x9]);
-    drop(store);
-    let store = open(dir.path());
-    assert_eq!(store.snapshots().unwrap(), vec![0x9]);
-    assert_eq!(
-        store.latest_snapshot().unwrap().expect("B").chunks,
-        vec![b"B 0".to_vec()]
-    );
-}
-
-#[test]
-fn rocks_a_snapshot_again_at_a_complete_ones_zxid_leaves_that_one() {
-    let dir = TempDir::new("snapshot-same-zxid");
-    let mut store = open(dir.path());
-    for (index, chunk) in [b"old 0", b"old 1", b"old 2"].iter().enumerate() {
-        store.put_snapshot_chunk(0x7, index as u32, *chunk).unwrap();
-    }
-    store.finish_snapshot(0x7, 3).unwrap();
-    assert_eq!(store.snapshots().unwrap(), vec![0x7]);
-    // The same zxid again, in fewer chunks: the complete one stays as it was.
-    store.put_snapshot_chunk(0x7, 0, b"new 0").unwrap();
-    store.put_snapshot_chunk(0x7, 1, b"new 1").unwrap();
-    store.finish_snapshot(0x7, 2).unwrap();
-    drop(store);
-    let store = open(dir.path());
-    let latest = store.latest_snapshot().unwrap().expect("a snapshot");
-    assert_eq!(
-        latest.chunks,
-        vec![b"old 0".to_vec(), b"old 1".to_vec(), b"old 2".to_vec()]
-    );
 }

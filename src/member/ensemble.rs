@@ -20,6 +20,7 @@ use crate::net::busy_poll::BusyPoll;
 use crate::net::client::{self, ClientParams, ClientPorts, ToCore};
 use crate::net::peer::tls::PeerTls;
 use crate::net::peer::{PeerInbox, PeerNet, PeerParams};
+use crate::net::persist;
 use crate::net::zab_persist::{self, ZabOp};
 use crate::server::{Input, Outbound, Server};
 use crate::storage::zab::ZabStore;
@@ -279,6 +280,10 @@ pub async fn run(
     let chunk_slots = Arc::new(Semaphore::new(SNAPSHOT_CHUNKS_IN_FLIGHT));
     let written_slots = chunk_slots.clone();
     let (busy_poll, _busy_poll_thread) = BusyPoll::start(config.busy_poll_us)?;
+    let purge = persist::Purge {
+        retain: config.autopurge_snap_retain_count as usize,
+        interval_hours: config.autopurge_purge_interval_hours,
+    };
     let storage_thread = std::thread::Builder::new()
         .name("keel-storage".into())
         .spawn(move || {
@@ -289,6 +294,7 @@ pub async fn run(
                 events_tx,
                 storage_stats,
                 &written_slots,
+                purge,
             )
         })?;
     let (core_tx, core_rx) = mpsc::channel(CORE_QUEUE);

@@ -22,6 +22,20 @@ pub struct Purge {
     pub interval_hours: u32,
 }
 
+impl Purge {
+    /// Whether a purge is due after a snapshot, given the `last` one of this run (then
+    /// set to now): autopurge is on, and none ran yet in this run (ZooKeeper runs its
+    /// purge task at start-up) or `interval_hours` have passed since.
+    pub fn due(&self, last: &mut Option<Instant>) -> bool {
+        let every = Duration::from_secs(u64::from(self.interval_hours) * 3600);
+        let due = self.interval_hours > 0 && last.is_none_or(|t| t.elapsed() >= every);
+        if due {
+            *last = Some(Instant::now());
+        }
+        due
+    }
+}
+
 /// Runs until `rx` closes, recording sync and snapshot times in `stats`, and returning a
 /// permit to `chunk_slots` for each snapshot chunk after the header once it is written
 /// (the core takes one per chunk it serialises). A storage error
@@ -129,12 +143,7 @@ pub fn run(
                         };
                         stats.record_snapshot(zxid, elapsed_ms, unix_seconds());
                     }
-                    let due = purge.interval_hours > 0
-                        && last_purge.is_none_or(|t| {
-                            t.elapsed() >= Duration::from_secs(purge.interval_hours as u64 * 3600)
-                        });
-                    if r.is_ok() && due {
-                        last_purge = Some(Instant::now());
+                    if r.is_ok() && purge.due(&mut last_purge) {
                         tracing::info!(retain = purge.retain, "purging old snapshots and txns");
                         storage.purge(purge.retain)
                     } else {

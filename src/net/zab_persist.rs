@@ -13,10 +13,15 @@
 //!   before it cuts.
 //! - A DIFF read ([`crate::zab::Action::ReadLog`]) runs here too, with the log as it is
 //!   when it runs; its answer goes back to the core as [`crate::zab::Input::LogRead`].
+//! - Autopurge runs after a snapshot when due ([`Purge::due`]), as in the standalone
+//!   storage thread: the newest `autopurge.snapRetainCount` snapshots and the log after
+//!   the oldest of them stay. A learner whose last zxid went with the log then syncs by
+//!   SNAP ([`read_for_diff`] needs that txn), as with ZooKeeper's purged txn logs.
 //!
 //! A storage error is fatal, as in the standalone storage thread: the process exits,
 //! because serving on without knowing what is durable would be a guess.
 
+use super::persist::Purge;
 use crate::server::stats::StorageStats;
 use crate::server::StorageOp;
 use crate::storage::zab::ZabStore;
@@ -75,7 +80,7 @@ pub enum ZabOp {
 /// commit; `events` gets the answers to [`ZabOp::ReadLog`]; `stats` records each sync's
 /// and snapshot's time; `chunk_slots` gets a permit back for each snapshot chunk after
 /// the header once it is written (the core takes one per chunk it serialises, as for
-/// the standalone storage thread).
+/// the standalone storage thread); `purge` is autopurge's settings.
 pub fn run(
     mut store: ZabStore,
     mut rx: mpsc::Receiver<ZabOp>,
@@ -83,9 +88,14 @@ pub fn run(
     events: mpsc::Sender<Input>,
     stats: StorageStats,
     chunk_slots: &Semaphore,
+    purge: Purge,
 ) {
     let mut batch: Vec<Txn> = Vec::new();
-    let mut snapshot_started: Option<(i64, Instant)> = None;
+    let mut snapshots = Snapshots {
+        started: None,
+        purge,
+        last_purge: None,
+    };
     while let Some(first) = rx.blocking_recv() {
         let mut next = Some(first);
         while let Some(op) = next.take() {
@@ -107,7 +117,7 @@ pub fn run(
                         &events,
                         &stats,
                         chunk_slots,
-                        &mut snapshot_started,
+                        &mut snapshots,
                     );
                 }
             }
@@ -143,13 +153,22 @@ fn group_commit(
     });
 }
 
+/// The storage thread's bookkeeping of the periodic snapshots.
+struct Snapshots {
+    /// The snapshot being written and when its first chunk came.
+    started: Option<(i64, Instant)>,
+    purge: Purge,
+    /// When autopurge last ran in this run.
+    last_purge: Option<Instant>,
+}
+
 fn execute(
     store: &mut ZabStore,
     op: ZabOp,
     events: &mpsc::Sender<Input>,
     stats: &StorageStats,
     chunk_slots: &Semaphore,
-    snapshot_started: &mut Option<(i64, Instant)>,
+    snapshots: &mut Snapshots,
 ) {
     match op {
         ZabOp::Append(_) => unreachable!("appends are batched by the caller"),
@@ -185,7 +204,7 @@ fn execute(
         }
         ZabOp::Server(StorageOp::SnapshotChunk { zxid, index, data }) => {
             if index == 0 {
-                *snapshot_started = Some((zxid, Instant::now()));
+                snapshots.started = Some((zxid, Instant::now()));
             }
             or_exit(store.store_mut().put_snapshot_chunk(zxid, index, &data));
             if index > 0 {
@@ -194,11 +213,16 @@ fn execute(
         }
         ZabOp::Server(StorageOp::SnapshotDone { zxid, chunks }) => {
             or_exit(store.store_mut().finish_snapshot(zxid, chunks));
-            let elapsed_ms = match snapshot_started.take() {
+            let elapsed_ms = match snapshots.started.take() {
                 Some((z, t0)) if z == zxid => t0.elapsed().as_millis() as u64,
                 _ => 0,
             };
             stats.record_snapshot(zxid, elapsed_ms, unix_seconds());
+            let purge = snapshots.purge;
+            if purge.due(&mut snapshots.last_purge) {
+                tracing::info!(retain = purge.retain, "purging old snapshots and txns");
+                or_exit(store.store_mut().purge(purge.retain));
+            }
         }
         ZabOp::Server(StorageOp::Append(txn)) => {
             // In an ensemble every txn is logged by Zab (as its ZooKeeper bytes); the
@@ -242,6 +266,95 @@ mod tests {
         ZabStore::open(dir, &dir.join("log"), true).unwrap()
     }
 
+    const NO_PURGE: Purge = Purge {
+        retain: 3,
+        interval_hours: 0,
+    };
+
+    /// Snapshot `n` of a store whose log holds txns 1..=10: at txn n, one chunk.
+    fn snapshot_ops(n: u32) -> [ZabOp; 2] {
+        let zxid = zxid(1, n) as i64;
+        [
+            ZabOp::Server(StorageOp::SnapshotChunk {
+                zxid,
+                index: 0,
+                data: vec![n as u8; 16],
+            }),
+            ZabOp::Server(StorageOp::SnapshotDone { zxid, chunks: 1 }),
+        ]
+    }
+
+    /// Runs a store with txns 1..=10 logged and snapshots at 2, 4, 6 and 8 already
+    /// taken through one more snapshot at 9 with autopurge set to `purge`; the
+    /// snapshots and the first logged txn after.
+    fn purged(purge: Purge) -> (Vec<i64>, Zxid) {
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, rx) = mpsc::channel(64);
+        tx.try_send(ZabOp::Append((1..=10).map(txn).collect()))
+            .unwrap();
+        for n in [2, 4, 6, 8, 9] {
+            for op in snapshot_ops(n) {
+                tx.try_send(op).unwrap();
+            }
+            if n == 8 {
+                // The first four in one run without autopurge, as if before a restart.
+                drop(tx);
+                let (durable_tx, _) = watch::channel(0);
+                let (events_tx, _events_rx) = mpsc::channel(4);
+                let store = open(dir.path());
+                let sem = Semaphore::new(0);
+                run(
+                    store,
+                    rx,
+                    durable_tx,
+                    events_tx,
+                    StorageStats::default(),
+                    &sem,
+                    NO_PURGE,
+                );
+                break;
+            }
+        }
+        let (tx, rx) = mpsc::channel(64);
+        for op in snapshot_ops(9) {
+            tx.try_send(op).unwrap();
+        }
+        drop(tx);
+        let (durable_tx, _) = watch::channel(0);
+        let (events_tx, _events_rx) = mpsc::channel(4);
+        let store = open(dir.path());
+        run(
+            store,
+            rx,
+            durable_tx,
+            events_tx,
+            StorageStats::default(),
+            &Semaphore::new(0),
+            purge,
+        );
+        let store = open(dir.path());
+        let snapshots = store.store().snapshots().unwrap();
+        let first = store.try_read_range(0, zxid(1, 10)).unwrap()[0].zxid;
+        (snapshots, first)
+    }
+
+    /// An ensemble member purges as ZooKeeper's autopurge does: at the first snapshot
+    /// of a run, keeping snapRetainCount snapshots and the log after the oldest kept.
+    #[test]
+    fn autopurge_keeps_the_newest_snapshots_and_the_log_after_them() {
+        let z = |n| zxid(1, n) as i64;
+        assert_eq!(
+            purged(NO_PURGE),
+            (vec![z(2), z(4), z(6), z(8), z(9)], zxid(1, 1)),
+            "autopurge off: everything stays"
+        );
+        let on = Purge {
+            retain: 3,
+            interval_hours: 1,
+        };
+        assert_eq!(purged(on), (vec![z(6), z(8), z(9)], zxid(1, 7)));
+    }
+
     /// Appends queued together are made durable; a truncate queued after them waits for
     /// them and cuts exactly after its zxid; epochs are written before `done` answers;
     /// a DIFF read sees the log as it is when it runs.
@@ -281,6 +394,7 @@ mod tests {
             events_tx,
             StorageStats::default(),
             &Semaphore::new(0),
+            NO_PURGE,
         );
         epoch_wait.blocking_recv().unwrap();
         trunc_wait.blocking_recv().unwrap();

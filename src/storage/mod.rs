@@ -23,7 +23,6 @@
 pub mod conformance;
 pub mod mem;
 pub mod rocks;
-pub mod snapshot_file;
 pub mod txnlog;
 pub mod zab;
 
@@ -183,11 +182,9 @@ pub trait Storage: Send {
     ) -> Result<(), StorageError>;
 
     /// Marks the snapshot at `zxid` with `chunks` chunks complete. It may become durable
-    /// only with [`Storage::purge`] or [`Storage::close`] (and, in some backends, the
-    /// next synced write); a crash before that may lose it, and recovery then starts
+    /// only with the next synced write ([`Storage::purge`], [`Storage::put_meta`]) or
+    /// [`Storage::close`]; a crash before that may lose it, and recovery then starts
     /// from an older snapshot (or none) and replays the log, which only a purge trims.
-    /// A backend may also drop a snapshot it was given up on (see
-    /// [`rocks::RocksStorage`]'s `put_snapshot_chunk`): losing one costs only replay.
     fn finish_snapshot(&mut self, zxid: i64, chunks: u32) -> Result<(), StorageError>;
 
     /// The newest complete snapshot, if any.

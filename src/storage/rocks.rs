@@ -24,9 +24,7 @@
 //!
 //! Crash safety: every write is one RocksDB write batch, atomic in the WAL, but for a
 //! SNAP's chunks, which go in as one ingested table file before the batch that makes
-//! them a snapshot ([`RocksStorage::install_snapshot`]), and a periodic snapshot's
-//! chunks, likewise ingested before the write of their marker
-//! ([`super::snapshot_file`]). The WAL is
+//! them a snapshot ([`RocksStorage::install_snapshot`]). The WAL is
 //! recovered with `TolerateCorruptedTailRecords`: a torn final record (a crash in
 //! mid-write) is dropped, as ZooKeeper drops a torn txn log tail, while damage before
 //! the tail fails the open. Closed WALs are also tracked in the MANIFEST (RocksDB's
@@ -42,16 +40,12 @@
 //! state before the batch or the state after the whole operation.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
-use parking_lot::Mutex;
 
 use rocksdb::{
     ColumnFamily, DBCompressionType, DBRecoveryMode, Direction, ErrorKind, IteratorMode, Options,
     WriteBatch, WriteOptions, DB,
 };
 
-use super::snapshot_file::{self, SnapshotFiles};
 use super::txnlog::{self, Cut, TxnLog};
 use super::{
     fail_point, remove_file_if_present, LogEntry, Snapshot, Storage, StorageError, SyncJob,
@@ -105,8 +99,7 @@ const COLUMN_FAMILIES: [&str; 3] = [LOG_CF, SNAPSHOT_CF, META_CF];
 /// A [`Storage`] on RocksDB. Open it with [`RocksStorage::open`]; dropping it closes the
 /// database (which holds a lock file, so only one may be open per directory).
 pub struct RocksStorage {
-    /// Shared with the periodic snapshots' writer threads ([`SnapshotFiles`]).
-    db: Arc<DB>,
+    db: DB,
     /// The database directory, named in errors.
     path: PathBuf,
     /// ZooKeeper's `forceSync`: when false, appends skip the fsync (meta and snapshot
@@ -123,9 +116,6 @@ pub struct RocksStorage {
     /// Opened read-only with a truncation under way: the carry it will append, which
     /// reads show after the txn log's entries.
     pending_carry: Vec<LogEntry>,
-    /// The periodic snapshots being written as table files (a mutex because reads of
-    /// the snapshots, which take `&self`, first wait for the sealed ones).
-    snapshot_files: Mutex<SnapshotFiles>,
 }
 
 impl std::fmt::Debug for RocksStorage {
@@ -183,7 +173,7 @@ impl RocksStorage {
         let txnlog = TxnLog::open_cut(&txnlog_dir, false, pending.as_ref().map(|t| t.cut))?;
         check_newest_segment(&db, &path, &txnlog)?;
         let mut storage = RocksStorage {
-            db: Arc::new(db),
+            db,
             path,
             force_sync,
             last: None,
@@ -191,7 +181,6 @@ impl RocksStorage {
             purged_upto: -1,
             read_only: false,
             pending_carry: Vec::new(),
-            snapshot_files: Mutex::default(),
         };
         storage.check_format_version()?;
         if let Some(truncation) = pending {
@@ -224,20 +213,9 @@ impl RocksStorage {
         }
         storage.purged_upto = storage.read_purged_upto()?;
         storage.last = storage.read_last_zxid()?;
-        // A SNAP's or a periodic snapshot's table file a crash left before RocksDB took
-        // it: its chunks are not part of any snapshot. Deleted once the store passed
-        // every check.
+        // A SNAP's table file a crash left before RocksDB took it: its chunks are not
+        // part of any snapshot. Deleted once the store passed every check.
         remove_file_if_present(&storage.path.join(INSTALL_FILE))?;
-        for entry in std::fs::read_dir(&storage.path)? {
-            let entry = entry?;
-            if entry
-                .file_name()
-                .to_str()
-                .is_some_and(snapshot_file::is_file_name)
-            {
-                remove_file_if_present(&entry.path())?;
-            }
-        }
         Ok(storage)
     }
 
@@ -272,7 +250,7 @@ impl RocksStorage {
         let txnlog = TxnLog::open_cut(&txnlog_dir, true, pending.as_ref().map(|t| t.cut))?;
         check_newest_segment(&db, &path, &txnlog)?;
         let mut storage = RocksStorage {
-            db: Arc::new(db),
+            db,
             path,
             force_sync: false,
             last: None,
@@ -280,7 +258,6 @@ impl RocksStorage {
             purged_upto: -1,
             read_only: true,
             pending_carry: pending.map(|t| t.carry).unwrap_or_default(),
-            snapshot_files: Mutex::default(),
         };
         storage.check_format_version()?;
         storage.purged_upto = storage.read_purged_upto()?;
@@ -406,32 +383,6 @@ impl RocksStorage {
 
     fn error(&self, e: rocksdb::Error) -> StorageError {
         rocks_error(&self.path, e)
-    }
-
-    /// Waits for the sealed periodic snapshots' table files to be ingested and marked,
-    /// so what follows sees those snapshots complete; with `abandon`, the unsealed one is
-    /// given up too (its chunks are then stored nowhere). The unsealed one is otherwise
-    /// left writing: its chunks are not in the database yet, so nothing here touches
-    /// them.
-    ///
-    /// Errors: a writer's I/O or backend error.
-    fn settle_snapshot_files(&self, abandon: bool) -> Result<(), StorageError> {
-        self.snapshot_files.lock().settle(abandon)
-    }
-
-    /// The complete snapshots' zxids, oldest first, as of now: unlike
-    /// [`Storage::snapshots`] it never waits for a periodic snapshot's table file still
-    /// being ingested (a sync of up to hundreds of MB), which is listed once its writer
-    /// has marked it. For the storage thread's own bookkeeping between appends.
-    ///
-    /// Errors: a finished writer's error; backend errors.
-    pub fn snapshots_now(&self) -> Result<Vec<i64>, StorageError> {
-        self.snapshot_files.lock().reap()?;
-        Ok(self
-            .complete_snapshots()?
-            .into_iter()
-            .map(|(zxid, _)| zxid)
-            .collect())
     }
 
     fn decode_log_key(&self, key: &[u8]) -> Result<i64, StorageError> {
@@ -571,13 +522,6 @@ impl RocksStorage {
         }
         let count = u32::try_from(chunks.len())
             .map_err(|_| StorageError::Backend(format!("a snapshot of {} chunks", chunks.len())))?;
-        // A snapshot of the state this install replaces is of no use any more (the
-        // server stopped writing it); one already sealed is waited for, so the batch
-        // below deletes it rather than its marker coming after. Their failures do not
-        // matter now.
-        if let Err(e) = self.settle_snapshot_files(true) {
-            tracing::warn!(error = %e, "a snapshot the install replaces had failed");
-        }
         let old_snapshots = self.complete_snapshots()?;
         let ingest = !chunks.is_empty() && old_snapshots.iter().all(|&(old, _)| old != zxid);
         if ingest {
@@ -764,8 +708,6 @@ impl Storage for RocksStorage {
         }
         self.txnlog.sync()?;
         self.txnlog.discard_spare()?;
-        // A snapshot not yet sealed is given up, as a stop in its middle always did.
-        self.settle_snapshot_files(true)?;
         let mut flush = rocksdb::FlushOptions::default();
         flush.set_wait(true);
         for name in COLUMN_FAMILIES {
@@ -853,51 +795,15 @@ impl Storage for RocksStorage {
         Ok(())
     }
 
-    /// Chunks that come in order from chunk 0 (as the server writes them) go into a
-    /// table file on a snapshot writer's thread ([`SnapshotFiles`]), which a chunk 0
-    /// starts; any other chunk is an ordinary write. A chunk 0 gives up the unsealed
-    /// file of another snapshot: that one's chunks are then stored nowhere, and its
-    /// later chunks and its finish are ignored, so it never becomes complete. So is a
-    /// snapshot at a zxid that already has a complete one. Either way it is not durable
-    /// before the snapshot is finished.
     fn put_snapshot_chunk(
         &mut self,
         zxid: i64,
         index: u32,
         data: &[u8],
     ) -> Result<(), StorageError> {
-        if self.read_only {
-            return Err(StorageError::Backend("store opened read-only".to_owned()));
-        }
-        if index == 0 && !self.snapshot_files.get_mut().takes(zxid, 0) {
-            // A snapshot at a zxid that already has a complete one is that one again
-            // (the same state): writing it would only open a window in which a crash
-            // leaves the old marker over a mix of old and new chunks.
-            if self
-                .db
-                .get_pinned_cf(self.cf(META_CF)?, marker_key(zxid))
-                .map_err(|e| self.error(e))?
-                .is_some()
-            {
-                self.snapshot_files.get_mut().skip(zxid);
-                return Ok(());
-            }
-            let db = Arc::clone(&self.db);
-            self.snapshot_files
-                .get_mut()
-                .start(db, self.path.clone(), zxid)?;
-        }
-        let files = self.snapshot_files.get_mut();
-        if files.is_skipped(zxid) {
-            return Ok(());
-        }
-        let record = encode_record(data);
-        if files.takes(zxid, index) {
-            return files.put(record);
-        }
         let snapshot = self.cf(SNAPSHOT_CF)?;
         let mut batch = WriteBatch::default();
-        batch.put_cf(snapshot, chunk_key(zxid, index), record);
+        batch.put_cf(snapshot, chunk_key(zxid, index), encode_record(data));
         self.write(batch, false)
     }
 
@@ -917,25 +823,7 @@ impl Storage for RocksStorage {
     /// holding them in memory until the memtable fills by itself only costs RSS
     /// (settled RSS growth after creating 1,000,000 znodes: 135 B per znode with this
     /// flush, 139–144 B without).
-    ///
-    /// A snapshot whose chunks all went into a table file ([`SnapshotFiles`]) is sealed
-    /// and left to the writer thread, which ingests the file (RocksDB syncs it) and then
-    /// writes the marker, both off this thread; reads of the snapshots wait for it.
     fn finish_snapshot(&mut self, zxid: i64, chunks: u32) -> Result<(), StorageError> {
-        let files = self.snapshot_files.get_mut();
-        if files.is_skipped(zxid) {
-            tracing::debug!(
-                zxid = format!("0x{zxid:x}"),
-                "a snapshot given up is not marked complete"
-            );
-            return Ok(());
-        }
-        // When some chunks came out of order, the file's go in first, then the marker
-        // as below.
-        if files.finish(zxid, chunks)? {
-            return Ok(());
-        }
-        self.settle_snapshot_files(false)?;
         let meta = self.cf(META_CF)?;
         let mut batch = WriteBatch::default();
         batch.put_cf(meta, marker_key(zxid), chunks.to_be_bytes());
@@ -948,7 +836,6 @@ impl Storage for RocksStorage {
     }
 
     fn latest_snapshot(&self) -> Result<Option<Snapshot>, StorageError> {
-        self.settle_snapshot_files(false)?;
         let Some(&(zxid, count)) = self.complete_snapshots()?.last() else {
             return Ok(None);
         };
@@ -971,7 +858,6 @@ impl Storage for RocksStorage {
     }
 
     fn snapshots(&self) -> Result<Vec<i64>, StorageError> {
-        self.settle_snapshot_files(false)?;
         Ok(self
             .complete_snapshots()?
             .into_iter()
@@ -980,7 +866,6 @@ impl Storage for RocksStorage {
     }
 
     fn purge(&mut self, retain: usize) -> Result<(), StorageError> {
-        self.settle_snapshot_files(false)?;
         let complete = self.complete_snapshots()?;
         let Some(&(newest, _)) = complete.last() else {
             return Ok(());
@@ -1071,7 +956,7 @@ fn check_order(zxid: i64, last: Option<i64>) -> Result<(), StorageError> {
 
 /// Maps a RocksDB error; its corruption reports (a bad block, a WAL damaged before its
 /// tail) become [`StorageError::Corrupt`] naming the database.
-pub(super) fn rocks_error(path: &Path, e: rocksdb::Error) -> StorageError {
+fn rocks_error(path: &Path, e: rocksdb::Error) -> StorageError {
     if e.kind() == ErrorKind::Corruption {
         StorageError::Corrupt {
             path: path.to_owned(),
@@ -1101,7 +986,7 @@ fn refuse_if_not_empty(dir: &Path) -> Result<(), StorageError> {
     }
 }
 
-pub(super) fn encode_record(data: &[u8]) -> Vec<u8> {
+fn encode_record(data: &[u8]) -> Vec<u8> {
     let mut record = Vec::with_capacity(5 + data.len());
     encode_record_into(&mut record, data);
     record
@@ -1139,7 +1024,7 @@ fn decode_record(record: &[u8]) -> Result<&[u8], String> {
     Ok(data)
 }
 
-pub(super) fn chunk_key(zxid: i64, index: u32) -> [u8; 12] {
+fn chunk_key(zxid: i64, index: u32) -> [u8; 12] {
     let mut key = [0; 12];
     key[..8].copy_from_slice(&zxid.to_be_bytes());
     key[8..].copy_from_slice(&index.to_be_bytes());
@@ -1161,7 +1046,7 @@ fn chunk_range(zxid: i64) -> (Vec<u8>, Vec<u8>) {
     (from, to)
 }
 
-pub(super) fn marker_key(zxid: i64) -> String {
+fn marker_key(zxid: i64) -> String {
     format!("{SNAPSHOT_MARKER_PREFIX}{zxid:016x}")
 }
 
@@ -1171,7 +1056,7 @@ const MEMTABLE_BUDGET_BYTES: usize = 16 << 20;
 /// The options of every open, read-write or read-only. One place on purpose: a
 /// read-only open whose options differ from the read-write ones (WAL tracking off) makes
 /// RocksDB 11.8 try to edit the MANIFEST it cannot write, and crash.
-pub(super) fn db_options(wal_dir: Option<&Path>) -> Options {
+fn db_options(wal_dir: Option<&Path>) -> Options {
     let mut opts = Options::default();
     opts.set_wal_recovery_mode(DBRecoveryMode::TolerateCorruptedTailRecords);
     opts.set_track_and_verify_wals_in_manifest(true);
@@ -1274,11 +1159,6 @@ fn check_column_families(opts: &Options, path: &Path) -> Result<(), StorageError
 
 impl Drop for RocksStorage {
     fn drop(&mut self) {
-        // The writer thread holds the database open: end it first (a sealed file is
-        // still ingested and marked, an unsealed one given up).
-        if let Err(e) = self.settle_snapshot_files(true) {
-            tracing::error!(error = %e, path = %self.path.display(), "writing a snapshot failed");
-        }
         // Compactions and flushes hold a close for as long as they run; what they would
         // write is already safe in the WAL and tables, so stop them now to keep a clean
         // stop within ZooKeeper's couple of seconds.

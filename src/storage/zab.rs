@@ -196,15 +196,12 @@ impl ZabStore {
         &mut self.store
     }
 
-    /// The newest complete snapshot's zxid, 0 for none. A periodic snapshot whose table
-    /// file is still being ingested is not waited for
-    /// ([`RocksStorage::snapshots_now`]): every append would wait behind its sync, and
-    /// such a snapshot never raises [`ZabStore::last_logged`] (its txns are logged).
+    /// The newest complete snapshot's zxid, 0 for none.
     pub fn snapshot_zxid(&self) -> Result<Zxid, StorageError> {
         if let Some(zxid) = self.snapshot_zxid_cache.get() {
             return Ok(zxid);
         }
-        let zxid = self.store.snapshots_now()?.last().map_or(0, |&z| z as Zxid);
+        let zxid = self.store.snapshots()?.last().map_or(0, |&z| z as Zxid);
         self.snapshot_zxid_cache.set(Some(zxid));
         Ok(zxid)
     }
