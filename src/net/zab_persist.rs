@@ -284,54 +284,30 @@ mod tests {
         ]
     }
 
-    /// Runs a store with txns 1..=10 logged and snapshots at 2, 4, 6 and 8 already
-    /// taken through one more snapshot at 9 with autopurge set to `purge`; the
-    /// snapshots and the first logged txn after.
-    fn purged(purge: Purge) -> (Vec<i64>, Zxid) {
-        let dir = tempfile::tempdir().unwrap();
+    /// Runs the storage thread on the store in `dir` over `ops`, with autopurge set to
+    /// `purge`, until they are done.
+    fn run_ops(dir: &std::path::Path, ops: Vec<ZabOp>, purge: Purge) {
         let (tx, rx) = mpsc::channel(64);
-        tx.try_send(ZabOp::Append((1..=10).map(txn).collect()))
-            .unwrap();
-        for n in [2, 4, 6, 8, 9] {
-            for op in snapshot_ops(n) {
-                tx.try_send(op).unwrap();
-            }
-            if n == 8 {
-                // The first four in one run without autopurge, as if before a restart.
-                drop(tx);
-                let (durable_tx, _) = watch::channel(0);
-                let (events_tx, _events_rx) = mpsc::channel(4);
-                let store = open(dir.path());
-                let sem = Semaphore::new(0);
-                run(
-                    store,
-                    rx,
-                    durable_tx,
-                    events_tx,
-                    StorageStats::default(),
-                    &sem,
-                    NO_PURGE,
-                );
-                break;
-            }
-        }
-        let (tx, rx) = mpsc::channel(64);
-        for op in snapshot_ops(9) {
+        for op in ops {
             tx.try_send(op).unwrap();
         }
         drop(tx);
         let (durable_tx, _) = watch::channel(0);
         let (events_tx, _events_rx) = mpsc::channel(4);
-        let store = open(dir.path());
-        run(
-            store,
-            rx,
-            durable_tx,
-            events_tx,
-            StorageStats::default(),
-            &Semaphore::new(0),
-            purge,
-        );
+        let sem = Semaphore::new(0);
+        let stats = StorageStats::default();
+        run(open(dir), rx, durable_tx, events_tx, stats, &sem, purge);
+    }
+
+    /// Runs a store with txns 1..=10 logged and snapshots at 2, 4, 6 and 8 taken in an
+    /// earlier run without autopurge (as before a restart) through one more snapshot at
+    /// 9 with autopurge set to `purge`; the snapshots and the first logged txn after.
+    fn purged(purge: Purge) -> (Vec<i64>, Zxid) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ops = vec![ZabOp::Append((1..=10).map(txn).collect())];
+        ops.extend([2, 4, 6, 8].into_iter().flat_map(snapshot_ops));
+        run_ops(dir.path(), ops, NO_PURGE);
+        run_ops(dir.path(), snapshot_ops(9).into(), purge);
         let store = open(dir.path());
         let snapshots = store.store().snapshots().unwrap();
         let first = store.try_read_range(0, zxid(1, 10)).unwrap()[0].zxid;
