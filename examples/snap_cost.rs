@@ -83,38 +83,12 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     for _ in 0..repeat {
-        let t = Instant::now();
-        let mut r = Input::new(&stream);
-        let mut copy = DataTree::empty();
-        snap::read_stream(&mut r, &mut HashMap::new(), &mut |node| {
-            copy.insert_loaded(node.path, node.data, node.acl, &node.meta);
-            Ok(())
-        })
-        .expect("read_stream");
-        copy.finish_loading();
-        println!(
-            "learner: read_stream into a tree in {} ms",
-            t.elapsed().as_millis()
-        );
+        parse_into_tree(&stream);
     }
     if repeat > 0 {
         return;
     }
-
-    let t = Instant::now();
-    let mut r = Input::new(&stream);
-    let mut copy = DataTree::empty();
-    let mut acls = HashMap::new();
-    snap::read_stream(&mut r, &mut acls, &mut |node| {
-        copy.insert_loaded(node.path, node.data, node.acl, &node.meta);
-        Ok(())
-    })
-    .expect("read_stream");
-    copy.finish_loading();
-    println!(
-        "learner: read_stream into a tree in {} ms",
-        t.elapsed().as_millis()
-    );
+    let copy = parse_into_tree(&stream);
 
     let t = Instant::now();
     let mut cursor: Option<String> = None;
@@ -132,4 +106,22 @@ fn main() {
         "learner: keel's snapshot form, {total} bytes, in {} ms",
         t.elapsed().as_millis()
     );
+}
+
+/// The learner's parse of `stream` into a new tree, timed and printed.
+fn parse_into_tree(stream: &[u8]) -> DataTree {
+    let t = Instant::now();
+    let mut r = Input::new(stream);
+    let mut copy = DataTree::empty();
+    snap::read_stream(&mut r, &mut HashMap::new(), &mut |node| {
+        copy.insert_loaded(node.path, node.data, node.acl, &node.meta);
+        Ok(())
+    })
+    .expect("read_stream");
+    copy.finish_loading();
+    println!(
+        "learner: read_stream into a tree in {} ms",
+        t.elapsed().as_millis()
+    );
+    copy
 }
