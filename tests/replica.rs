@@ -742,13 +742,22 @@ fn a_write_survives_the_leaders_crash_and_the_old_leader_catches_up_by_diff() {
 /// leader's state (tree and sessions) from the SNAP and serves the same tree.
 #[test]
 fn a_write_survives_the_leaders_crash_and_the_old_leader_catches_up_by_snap() {
-    let (c, old) = crash_and_restart_the_leader(true);
+    let (mut c, old) = crash_and_restart_the_leader(true);
     assert!(c.syncs.get("snap").is_some_and(|&n| n > 0), "{:?}", c.syncs);
     let (zxid, _) = c.nodes[old as usize - 1].storage.snapshot();
     assert_ne!(
         zxid, 0,
         "the old leader's storage holds the SNAP it installed"
     );
+    // Restarted on that snapshot (the SNAP stream as it arrived), it holds the
+    // leader's tree before any sync.
+    let want = c.replica(old).server().tree.node_count();
+    c.crash(old);
+    c.start(old);
+    let server = c.replica(old).server();
+    assert_eq!(server.last_zxid as u64, zxid);
+    assert!(server.tree.get("/w2").is_some(), "the SNAP's write");
+    assert_eq!(server.tree.node_count(), want);
 }
 
 /// Runs the scenario; returns the cluster and the old leader.

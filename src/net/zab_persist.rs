@@ -64,6 +64,11 @@ pub enum ZabOp {
         snapshot: Bytes,
         done: oneshot::Sender<()>,
     },
+    /// Write `snapshot` as it would be installed at `zxid`, without installing it
+    /// ([`ZabStore::try_stage_snapshot`]): a learner's SNAP, staged while the core reads
+    /// it, so the `Install` of the same bytes that follows only commits. Best effort: a
+    /// failure is logged and the install then writes it whole.
+    Stage { zxid: Zxid, snapshot: Bytes },
     /// Read the log for a DIFF to `peer` ([`read_for_diff`]) and send the answer on the
     /// events channel.
     ReadLog {
@@ -189,8 +194,29 @@ fn execute(
             snapshot,
             done,
         } => {
+            let t0 = Instant::now();
             or_exit(store.try_install_snapshot(zxid, &snapshot));
+            tracing::info!(
+                zxid = format!("0x{zxid:x}"),
+                elapsed_ms = t0.elapsed().as_millis() as u64,
+                "snapshot installed"
+            );
             let _ = done.send(());
+        }
+        ZabOp::Stage { zxid, snapshot } => {
+            let t0 = Instant::now();
+            match store.try_stage_snapshot(zxid, snapshot) {
+                Ok(()) => tracing::info!(
+                    zxid = format!("0x{zxid:x}"),
+                    elapsed_ms = t0.elapsed().as_millis() as u64,
+                    "the leader's SNAP staged for its install"
+                ),
+                Err(e) => tracing::warn!(
+                    zxid = format!("0x{zxid:x}"),
+                    error = %e,
+                    "staging the leader's SNAP failed; its install will write it whole"
+                ),
+            }
         }
         ZabOp::ReadLog {
             peer,

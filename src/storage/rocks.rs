@@ -39,6 +39,7 @@
 //! redone by every open until the key is deleted, so a crash at any step leaves the
 //! state before the batch or the state after the whole operation.
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use rocksdb::{
@@ -116,6 +117,25 @@ pub struct RocksStorage {
     /// Opened read-only with a truncation under way: the carry it will append, which
     /// reads show after the txn log's entries.
     pending_carry: Vec<LogEntry>,
+    /// Counts the writes of [`INSTALL_FILE`] and its ingests, so a
+    /// [`StagedSnapshot`] is committed only while the file is the one it names.
+    staged_generation: u64,
+}
+
+/// A snapshot whose chunks [`RocksStorage::stage_snapshot`] wrote into
+/// [`INSTALL_FILE`] and synced; [`RocksStorage::install_staged`] commits it.
+#[derive(Debug)]
+pub struct StagedSnapshot {
+    zxid: i64,
+    count: u32,
+    generation: u64,
+}
+
+impl StagedSnapshot {
+    /// The zxid of the snapshot staged.
+    pub fn zxid(&self) -> i64 {
+        self.zxid
+    }
 }
 
 impl std::fmt::Debug for RocksStorage {
@@ -181,6 +201,7 @@ impl RocksStorage {
             purged_upto: -1,
             read_only: false,
             pending_carry: Vec::new(),
+            staged_generation: 0,
         };
         storage.check_format_version()?;
         if let Some(truncation) = pending {
@@ -258,6 +279,7 @@ impl RocksStorage {
             purged_upto: -1,
             read_only: true,
             pending_carry: pending.map(|t| t.carry).unwrap_or_default(),
+            staged_generation: 0,
         };
         storage.check_format_version()?;
         storage.purged_upto = storage.read_purged_upto()?;
@@ -517,29 +539,115 @@ impl RocksStorage {
     /// Errors: [`StorageError::Backend`] on a read-only store; I/O and backend errors
     /// (the caller must then stop).
     pub fn install_snapshot(&mut self, zxid: i64, chunks: &[&[u8]]) -> Result<(), StorageError> {
+        if let Some(staged) = self.stage_snapshot(zxid, chunks)? {
+            if self.install_staged(staged)? {
+                return Ok(());
+            }
+        }
+        let count = u32::try_from(chunks.len())
+            .map_err(|_| StorageError::Backend(format!("a snapshot of {} chunks", chunks.len())))?;
+        self.commit_install(zxid, count, Some(chunks))
+    }
+
+    /// The first half of [`RocksStorage::install_snapshot`], which may run while the
+    /// caller still decides whether to install (a learner reading the SNAP it was
+    /// sent): writes `chunks` as snapshot `zxid`'s into [`INSTALL_FILE`] and syncs it,
+    /// changing nothing the store holds. [`RocksStorage::install_staged`] then commits
+    /// it; a later stage or install replaces the file, and the next open deletes it.
+    /// `None` when the chunks cannot go through a file: there are none, or a complete
+    /// snapshot at `zxid` is stored (ingesting would overwrite its chunks before the
+    /// commit).
+    ///
+    /// Errors: [`StorageError::Backend`] on a read-only store; I/O and backend errors.
+    pub fn stage_snapshot(
+        &mut self,
+        zxid: i64,
+        chunks: &[&[u8]],
+    ) -> Result<Option<StagedSnapshot>, StorageError> {
         if self.read_only {
             return Err(StorageError::Backend("store opened read-only".to_owned()));
         }
         let count = u32::try_from(chunks.len())
             .map_err(|_| StorageError::Backend(format!("a snapshot of {} chunks", chunks.len())))?;
-        let old_snapshots = self.complete_snapshots()?;
-        let ingest = !chunks.is_empty() && old_snapshots.iter().all(|&(old, _)| old != zxid);
-        if ingest {
-            self.ingest_chunks(zxid, chunks)?;
-            fail_point("snapshot install: chunks ingested")?;
+        if chunks.is_empty()
+            || self
+                .complete_snapshots()?
+                .iter()
+                .any(|&(old, _)| old == zxid)
+        {
+            return Ok(None);
         }
+        self.staged_generation += 1;
+        self.write_install_file(zxid, chunks)?;
+        Ok(Some(StagedSnapshot {
+            zxid,
+            count,
+            generation: self.staged_generation,
+        }))
+    }
+
+    /// Commits a snapshot [`RocksStorage::stage_snapshot`] wrote, as
+    /// [`RocksStorage::install_snapshot`] does: true once installed; false, with the
+    /// store unchanged, when its file is no longer the one staged (another stage or
+    /// install came after it) or a complete snapshot at its zxid has been stored
+    /// since.
+    ///
+    /// Errors: I/O and backend errors (the caller must then stop).
+    pub fn install_staged(&mut self, staged: StagedSnapshot) -> Result<bool, StorageError> {
+        let file = self.path.join(INSTALL_FILE);
+        if staged.generation != self.staged_generation || !file.exists() {
+            return Ok(false);
+        }
+        if self
+            .complete_snapshots()?
+            .iter()
+            .any(|&(old, _)| old == staged.zxid)
+        {
+            remove_file_if_present(&file)?;
+            return Ok(false);
+        }
+        let cf = self.cf(SNAPSHOT_CF)?;
+        let mut ingest = rocksdb::IngestExternalFileOptions::default();
+        ingest.set_move_files(true);
+        let ingested = self
+            .db
+            .ingest_external_file_cf_opts(cf, &ingest, vec![&file]);
+        if ingested.is_err() {
+            let _ = std::fs::remove_file(&file);
+        }
+        ingested.map_err(|e| self.error(e))?;
+        self.staged_generation += 1;
+        fail_point("snapshot install: chunks ingested")?;
+        self.commit_install(staged.zxid, staged.count, None)?;
+        Ok(true)
+    }
+
+    /// The synced batch that makes snapshot `zxid` of `count` chunks the store's only
+    /// one and empties the log, then the txn log's file work (see
+    /// [`RocksStorage::install_snapshot`]). The chunks go in the batch when given (all
+    /// `count` of them); `None`: they were ingested.
+    fn commit_install(
+        &mut self,
+        zxid: i64,
+        count: u32,
+        in_batch: Option<&[&[u8]]>,
+    ) -> Result<(), StorageError> {
+        let old_snapshots = self.complete_snapshots()?;
         let (log, snapshot, meta) = (self.cf(LOG_CF)?, self.cf(SNAPSHOT_CF)?, self.cf(META_CF)?);
         let mut batch = WriteBatch::default();
         // Every chunk key is 12 bytes, all below 13 bytes of 0xff.
-        if ingest {
-            batch.delete_range_cf(snapshot, &[][..], &chunk_key(zxid, 0)[..]);
-            batch.delete_range_cf(snapshot, &chunk_key(zxid, count)[..], &[0xff; 13][..]);
-        } else {
-            // The puts after the range deletion in the same batch take later sequence
-            // numbers, so they stay.
-            batch.delete_range_cf(snapshot, &[][..], &[0xff; 13][..]);
-            for (index, chunk) in (0..count).zip(chunks) {
-                batch.put_cf(snapshot, chunk_key(zxid, index), encode_record(chunk));
+        match in_batch {
+            None => {
+                batch.delete_range_cf(snapshot, &[][..], &chunk_key(zxid, 0)[..]);
+                batch.delete_range_cf(snapshot, &chunk_key(zxid, count)[..], &[0xff; 13][..]);
+            }
+            Some(chunks) => {
+                // The puts after the range deletion in the same batch take later
+                // sequence numbers, so they stay.
+                batch.delete_range_cf(snapshot, &[][..], &[0xff; 13][..]);
+                for (index, chunk) in (0..count).zip(chunks) {
+                    batch.put_cf(snapshot, chunk_key(zxid, index), encode_record(chunk));
+                }
             }
         }
         for (old, _) in old_snapshots {
@@ -569,16 +677,14 @@ impl RocksStorage {
     }
 
     /// Writes `chunks` as snapshot `zxid`'s chunks 0, 1, ... into one table file,
-    /// [`INSTALL_FILE`] in the database directory, and has RocksDB ingest it into the
-    /// snapshot column family: RocksDB syncs the file and records it in its MANIFEST
-    /// (synced) before returning, so the chunks are durable. The file is moved, not
-    /// copied; a failed write or ingest removes it, and an open removes one a crash
-    /// left.
+    /// [`INSTALL_FILE`] in the database directory, and syncs it, for RocksDB to ingest
+    /// (move) into the snapshot column family ([`RocksStorage::install_staged`]), which
+    /// records it in its MANIFEST (synced). A failed write removes it, and an open
+    /// removes one a crash left.
     ///
     /// Errors: I/O and backend errors.
-    fn ingest_chunks(&self, zxid: i64, chunks: &[&[u8]]) -> Result<(), StorageError> {
+    fn write_install_file(&self, zxid: i64, chunks: &[&[u8]]) -> Result<(), StorageError> {
         let file = self.path.join(INSTALL_FILE);
-        let cf = self.cf(SNAPSHOT_CF)?;
         // Never a second name of a live table file: should RocksDB have failed to
         // unlink it after the last ingest (it only warns), opening it anew (which
         // truncates) would damage that table.
@@ -594,16 +700,19 @@ impl RocksStorage {
                 encode_record_into(&mut record, chunk);
                 writer.put(chunk_key(zxid, index), &record)?;
             }
-            writer.finish()?;
-            let mut ingest = rocksdb::IngestExternalFileOptions::default();
-            ingest.set_move_files(true);
-            self.db
-                .ingest_external_file_cf_opts(cf, &ingest, vec![&file])
+            writer.finish()
         })();
-        if result.is_err() {
+        let synced = result.map_err(|e| self.error(e)).and_then(|()| {
+            // Synced here, so the ingest that commits it (often while the caller has
+            // moved on to other work) has no data left to write.
+            File::open(&file)
+                .and_then(|f| f.sync_all())
+                .map_err(StorageError::Io)
+        });
+        if synced.is_err() {
             let _ = std::fs::remove_file(&file);
         }
-        result.map_err(|e| self.error(e))
+        synced
     }
 
     /// The end of a truncation whose cut the txn log has applied: appends the carry

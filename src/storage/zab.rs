@@ -16,12 +16,20 @@
 //!   and [`RocksStorage::install_snapshot`], each committed by one synced RocksDB batch
 //!   and finished by any later open after a crash.
 //!
-//! The snapshot bytes at this boundary are keel's own snapshot form: the chunks the
-//! server writes and [`crate::server::Server::recover`] reads (a header chunk, then
-//! chunks of znodes), framed by [`encode_snapshot`]. An installed snapshot is stored as
-//! those chunks, so a restart recovers from it as from one the server wrote. ZooKeeper's
-//! SNAP stream (its DataTree serialization) is converted to and from this form outside
-//! storage, by the wire step that receives and sends it.
+//! The snapshot bytes at this boundary are one of two forms, told apart by their first
+//! 8 bytes, and [`ZabStore::try_snapshot`] gives back exactly the bytes installed:
+//! - keel's own snapshot form: the chunks the server writes (a header chunk, then
+//!   chunks of znodes), framed by [`encode_snapshot`], starting [`SNAPSHOT_FORM_MAGIC`];
+//!   stored as those chunks, as the server's periodic snapshots are;
+//! - anything else is ZooKeeper's SNAP stream (its DataTree serialization, ZAB-WIRE.md
+//!   §4.4) as a learner received it, stored as a [`STREAM_HEADER_MAGIC`] chunk and the
+//!   stream cut into [`STREAM_CHUNK_BYTES`] pieces. Storing what arrived saves a learner
+//!   re-encoding its whole new state (0.1-0.15 s of a 1,000,000-znode SNAP, issue 16).
+//!   A stream cannot start with the form's magic: its first 4 bytes are the session
+//!   count, and "KEEL" as that count (1,262,896,460 sessions of 12 bytes) is far past
+//!   any stream a member accepts (`max_snapshot_bytes`).
+//!
+//! Reading either back into a state is the replica's (`member::replica`).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -29,7 +37,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::rocks::RocksStorage;
+use super::rocks::{RocksStorage, StagedSnapshot};
 use super::{LogEntry, Storage, StorageError};
 use crate::zab::storage::ZabStorage;
 use crate::zab::{epoch_of, Recovered, Txn, Zxid};
@@ -52,6 +60,11 @@ pub const TXN_FORM_ZOOKEEPER: &[u8] = b"zookeeper";
 
 /// The first 8 bytes of keel's snapshot form ([`encode_snapshot`]).
 pub const SNAPSHOT_FORM_MAGIC: &[u8; 8] = b"KEELSNPF";
+/// The first 8 bytes of chunk 0 of a snapshot stored as ZooKeeper's SNAP stream; the
+/// snapshot's zxid (i64, big-endian) follows, and the stream is in the chunks after it.
+pub const STREAM_HEADER_MAGIC: &[u8; 8] = b"KEELZKSS";
+/// The size of each stored piece of a SNAP stream (the last may be shorter), bytes.
+pub const STREAM_CHUNK_BYTES: usize = 1 << 20;
 
 /// A member's durable Zab state on keel's production storage. Used from one thread (the
 /// runtime's storage thread); calls block.
@@ -69,6 +82,19 @@ pub struct ZabStore {
     /// 4 % of a follower's CPU under a set load, issue 16), while it changes only
     /// through [`ZabStore::store_mut`] and the install and truncate below, which clear it.
     snapshot_zxid_cache: std::cell::Cell<Option<Zxid>>,
+    /// The snapshot [`ZabStore::try_stage_snapshot`] wrote last, not yet installed;
+    /// forgotten (its bytes freed) by a truncation or any use of
+    /// [`ZabStore::store_mut`], since a learner installs right after staging.
+    staged: Option<Staged>,
+}
+
+/// A staged snapshot and the bytes it was staged from, held so that bytes at the same
+/// address and length are these bytes (see [`ZabStore::try_install_snapshot`]).
+#[derive(Debug)]
+struct Staged {
+    zxid: Zxid,
+    snapshot: Bytes,
+    file: StagedSnapshot,
 }
 
 impl ZabStore {
@@ -130,6 +156,7 @@ impl ZabStore {
             current_epoch: 0,
             durable: 0,
             snapshot_zxid_cache: std::cell::Cell::new(None),
+            staged: None,
         };
         zab.durable = zab.last_logged()?;
         let last_epoch = epoch_of(zab.durable);
@@ -193,6 +220,7 @@ impl ZabStore {
     /// Appends must go through [`ZabStorage::append`], which keeps the durable mark.
     pub fn store_mut(&mut self) -> &mut RocksStorage {
         self.snapshot_zxid_cache.set(None);
+        self.staged = None;
         &mut self.store
     }
 
@@ -247,6 +275,7 @@ impl ZabStore {
     /// [`ZabStorage::truncate_after`], with its errors ([`RocksStorage::truncate_after`]).
     pub fn try_truncate_after(&mut self, zxid: Zxid) -> Result<(), StorageError> {
         self.snapshot_zxid_cache.set(None);
+        self.staged = None;
         self.store.truncate_after(to_i64(zxid)?)?;
         self.durable = self.durable.min(self.last_logged()?);
         Ok(())
@@ -282,31 +311,109 @@ impl ZabStore {
         Ok(())
     }
 
+    /// Writes `snapshot` (either form, see the module doc) as the snapshot at `zxid`
+    /// would be stored, synced, without installing it: a learner stages the SNAP it
+    /// was sent while it reads the stream into its tree, so that
+    /// [`ZabStore::try_install_snapshot`] of the same bytes (the same `Bytes`, not a
+    /// copy) then only commits ([`RocksStorage::stage_snapshot`]). Replaces what was
+    /// staged before; the store's content does not change.
+    ///
+    /// Errors: [`StorageError::Corrupt`] if `snapshot` starts as keel's form but is
+    /// not; I/O and backend errors (nothing is staged then).
+    pub fn try_stage_snapshot(&mut self, zxid: Zxid, snapshot: Bytes) -> Result<(), StorageError> {
+        self.staged = None;
+        let file = {
+            let mut header = Vec::new();
+            let chunks = self.stored_chunks(zxid, &snapshot, &mut header)?;
+            self.store.stage_snapshot(to_i64(zxid)?, &chunks)?
+        };
+        self.staged = file.map(|file| Staged {
+            zxid,
+            snapshot,
+            file,
+        });
+        Ok(())
+    }
+
     /// [`ZabStorage::install_snapshot`], with its errors: [`StorageError::Corrupt`] if
-    /// `snapshot` is not in keel's snapshot form ([`decode_snapshot`]), and those of
-    /// [`RocksStorage::install_snapshot`].
+    /// `snapshot` starts as keel's form but is not ([`decode_snapshot`]), and those of
+    /// [`RocksStorage::install_snapshot`]. When `snapshot` is the `Bytes` staged last
+    /// for `zxid` (same address and length: the staged copy of the `Bytes` keeps that
+    /// memory from being reused), only the staged file is committed.
     pub fn try_install_snapshot(
         &mut self,
         zxid: Zxid,
         snapshot: &[u8],
     ) -> Result<(), StorageError> {
-        let chunks = decode_snapshot(snapshot).map_err(|what| StorageError::Corrupt {
-            path: self.snap_dir.clone(),
-            position: format!("snapshot 0x{zxid:x} to install"),
-            what,
-        })?;
         self.snapshot_zxid_cache.set(None);
+        if let Some(staged) = self.staged.take() {
+            let same = staged.zxid == zxid
+                && staged.snapshot.as_ptr() == snapshot.as_ptr()
+                && staged.snapshot.len() == snapshot.len();
+            if same && self.store.install_staged(staged.file)? {
+                self.durable = zxid;
+                return Ok(());
+            }
+        }
+        let mut header = Vec::new();
+        let chunks = self.stored_chunks(zxid, snapshot, &mut header)?;
         self.store.install_snapshot(to_i64(zxid)?, &chunks)?;
         self.durable = zxid;
         Ok(())
     }
 
-    /// [`ZabStorage::snapshot`], with its errors.
+    /// The chunks `snapshot` is stored as (see the module doc), the stream form's header
+    /// chunk built in `header`.
+    ///
+    /// Errors: [`StorageError::Corrupt`] for bytes that start as keel's form but are
+    /// not.
+    fn stored_chunks<'a>(
+        &self,
+        zxid: Zxid,
+        snapshot: &'a [u8],
+        header: &'a mut Vec<u8>,
+    ) -> Result<Vec<&'a [u8]>, StorageError> {
+        if snapshot.starts_with(SNAPSHOT_FORM_MAGIC) {
+            return decode_snapshot(snapshot).map_err(|what| StorageError::Corrupt {
+                path: self.snap_dir.clone(),
+                position: format!("snapshot 0x{zxid:x} to install"),
+                what,
+            });
+        }
+        header.extend_from_slice(STREAM_HEADER_MAGIC);
+        header.extend_from_slice(&to_i64(zxid)?.to_be_bytes());
+        let mut chunks = Vec::with_capacity(1 + snapshot.len().div_ceil(STREAM_CHUNK_BYTES));
+        chunks.push(&header[..]);
+        chunks.extend(snapshot.chunks(STREAM_CHUNK_BYTES));
+        Ok(chunks)
+    }
+
+    /// [`ZabStorage::snapshot`], with its errors: [`StorageError::Corrupt`] for a
+    /// stream-form snapshot whose header chunk is not at its own zxid.
     pub fn try_snapshot(&self) -> Result<(Zxid, Bytes), StorageError> {
-        Ok(match self.store.latest_snapshot()? {
-            None => (0, Bytes::new()),
-            Some(s) => (s.zxid as Zxid, encode_snapshot(&s.chunks)),
-        })
+        let Some(s) = self.store.latest_snapshot()? else {
+            return Ok((0, Bytes::new()));
+        };
+        let zxid = s.zxid as Zxid;
+        let Some(at) = s
+            .chunks
+            .first()
+            .and_then(|c| c.strip_prefix(STREAM_HEADER_MAGIC))
+        else {
+            return Ok((zxid, encode_snapshot(&s.chunks)));
+        };
+        if at != s.zxid.to_be_bytes() {
+            return Err(StorageError::Corrupt {
+                path: self.snap_dir.clone(),
+                position: format!("snapshot 0x{zxid:x} chunk 0"),
+                what: format!("a stream header not at this zxid: {at:02x?}"),
+            });
+        }
+        let mut stream = BytesMut::with_capacity(s.chunks[1..].iter().map(Vec::len).sum());
+        for piece in &s.chunks[1..] {
+            stream.put_slice(piece);
+        }
+        Ok((zxid, stream.freeze()))
     }
 
     fn write_accepted_epoch(&self, epoch: u32) -> Result<(), StorageError> {
@@ -1180,10 +1287,96 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let mut s = open(dir.path());
+        let cut = &bytes[..bytes.len() - 1];
         assert!(matches!(
-            s.try_install_snapshot(zxid(1, 1), b"state"),
+            s.try_install_snapshot(zxid(1, 1), cut),
+            Err(StorageError::Corrupt { .. })
+        ));
+        assert!(matches!(
+            s.try_stage_snapshot(zxid(1, 1), Bytes::copy_from_slice(cut)),
             Err(StorageError::Corrupt { .. })
         ));
         assert_eq!(s.snapshot(), (0, Bytes::new()), "nothing installed");
+    }
+
+    /// Bytes of `len` that are not keel's form (a SNAP stream, for storage), each byte
+    /// depending on `seed` and its offset.
+    fn stream(seed: u8, len: usize) -> Bytes {
+        (0..len)
+            .map(|i| seed.wrapping_add((i % 251) as u8))
+            .collect::<Vec<u8>>()
+            .into()
+    }
+
+    /// Any bytes not in keel's form are a SNAP stream: stored in pieces behind a header
+    /// chunk and given back byte for byte, across a restart; keel's form still comes
+    /// back as it went in.
+    #[test]
+    fn a_stream_is_stored_in_pieces_and_read_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path());
+        let big = stream(1, 2 * STREAM_CHUNK_BYTES + 17);
+        s.install_snapshot(zxid(1, 5), big.clone());
+        assert_eq!(s.snapshot(), (zxid(1, 5), big.clone()));
+        let stored = s.store.latest_snapshot().unwrap().unwrap();
+        assert_eq!(stored.chunks.len(), 4, "a header and three pieces");
+        assert_eq!(&stored.chunks[0][..8], STREAM_HEADER_MAGIC);
+        drop(s);
+        let mut s = open(dir.path());
+        assert_eq!(s.snapshot(), (zxid(1, 5), big));
+        s.install_snapshot(zxid(1, 6), Bytes::from_static(b"s"));
+        assert_eq!(s.snapshot(), (zxid(1, 6), Bytes::from_static(b"s")));
+        s.install_snapshot(zxid(1, 7), form("k"));
+        assert_eq!(s.snapshot(), (zxid(1, 7), form("k")));
+    }
+
+    /// A staged snapshot changes nothing until the install of the very same bytes at
+    /// the same zxid commits it; an install of other bytes, or at another zxid, or
+    /// after a later stage, stores what it was given.
+    #[test]
+    fn a_staged_snapshot_is_committed_only_by_the_install_of_its_own_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path());
+        s.install_snapshot(zxid(1, 1), form("old"));
+        let file = dir
+            .path()
+            .join(crate::storage::rocks::DB_DIR)
+            .join(INSTALL_FILE);
+
+        let a = stream(2, STREAM_CHUNK_BYTES + 3);
+        s.try_stage_snapshot(zxid(1, 9), a.clone()).unwrap();
+        assert!(file.exists(), "staged into the table file");
+        assert_eq!(s.snapshot(), (zxid(1, 1), form("old")), "not yet installed");
+        s.try_install_snapshot(zxid(1, 9), &a).unwrap();
+        assert!(!file.exists(), "the staged file was ingested");
+        assert_eq!(s.snapshot(), (zxid(1, 9), a.clone()));
+
+        // Other bytes at the staged zxid: stored as given, the staged file unused.
+        let b = stream(3, 100);
+        s.try_stage_snapshot(zxid(1, 10), b.clone()).unwrap();
+        let other = stream(4, 100);
+        s.try_install_snapshot(zxid(1, 10), &other).unwrap();
+        assert_eq!(
+            s.snapshot(),
+            (zxid(1, 10), other),
+            "what the install was given"
+        );
+
+        s.try_stage_snapshot(zxid(1, 11), b.clone()).unwrap();
+        s.try_install_snapshot(zxid(1, 12), &b).unwrap();
+        assert_eq!(s.snapshot(), (zxid(1, 12), b.clone()), "another zxid");
+
+        let c = stream(5, 50);
+        s.try_stage_snapshot(zxid(1, 13), b.clone()).unwrap();
+        s.try_stage_snapshot(zxid(1, 13), c.clone()).unwrap();
+        s.try_install_snapshot(zxid(1, 13), &b).unwrap();
+        assert_eq!(s.snapshot(), (zxid(1, 13), b.clone()), "staged over by c");
+
+        // A stage a restart cut short leaves the store as it was, and no file.
+        s.try_stage_snapshot(zxid(1, 14), c.clone()).unwrap();
+        drop(s);
+        let s = open(dir.path());
+        assert!(!file.exists());
+        assert_eq!(s.snapshot(), (zxid(1, 13), b));
     }
 }
