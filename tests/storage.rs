@@ -1017,3 +1017,41 @@ fn rocks_snapshots_back_to_back_are_all_complete() {
     drop(store);
     assert_eq!(chunk_zxids(dir.path()), vec![1, 2, 3, 4]);
 }
+
+/// Bytes of RocksDB WAL files (`*.log`) in the database directory.
+fn wal_bytes(data_dir: &Path) -> u64 {
+    std::fs::read_dir(data_dir.join(rocks::DB_DIR))
+        .expect("list the database directory")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .map(|p| std::fs::metadata(&p).expect("WAL size").len())
+        .sum()
+}
+
+/// A periodic snapshot's chunks go into table files by a flush, never through the WAL;
+/// the snapshot is complete (marked) as soon as `finish_snapshot` returned, for any
+/// reader, and after a restart.
+#[test]
+fn rocks_a_periodic_snapshot_bypasses_the_wal_and_is_complete_once_finished() {
+    let dir = TempDir::new("snapshot-no-wal");
+    let chunks: Vec<Vec<u8>> = (0..8u8).map(|i| vec![i; 512 * 1024]).collect();
+    {
+        let mut store = open(dir.path());
+        for (index, chunk) in (0u32..).zip(&chunks) {
+            store.put_snapshot_chunk(0x7, index, chunk).unwrap();
+        }
+        // Measured before the seal's flush, after which RocksDB may drop the WAL file.
+        assert!(
+            wal_bytes(dir.path()) < 1 << 20,
+            "4 MiB of chunks must not pass through the WAL ({} bytes there)",
+            wal_bytes(dir.path())
+        );
+        store.finish_snapshot(0x7, 8).unwrap();
+        assert_eq!(store.snapshots().unwrap(), vec![0x7]);
+        // Dropped without a close: the marker is in the WAL, the chunks in tables.
+    }
+    let store = open(dir.path());
+    assert_eq!(store.snapshots().unwrap(), vec![0x7]);
+    let latest = store.latest_snapshot().unwrap().expect("a snapshot");
+    assert_eq!((latest.zxid, latest.chunks), (0x7, chunks));
+}

@@ -577,14 +577,17 @@ impl EnsembleCore {
                     Message::Snap { zxid, snapshot } => {
                         // Written to storage on the storage thread while this one reads
                         // it into the tree: the install that follows only commits
-                        // (0.1-0.15 s of a 1,000,000-znode SNAP off the catch-up).
-                        // Nothing changes should the core not install it; a full queue
-                        // only means the install writes it whole.
+                        // (0.1-0.15 s of a 1,000,000-znode SNAP off the catch-up). Only
+                        // from the leader this member follows; should the core answer
+                        // it otherwise (a TRUNC), storage gives the staged file up. A
+                        // full queue only means the install writes it whole, and so
+                        // does a periodic snapshot's write queued before it.
+                        let from_leader = self.replica.peer().leader() == Some(from);
                         let stage = ZabOp::Stage {
                             zxid: *zxid,
                             snapshot: snapshot.clone(),
                         };
-                        if self.storage.try_send(stage).is_err() {
+                        if from_leader && self.storage.try_send(stage).is_err() {
                             tracing::debug!("storage queue full: the SNAP is not staged");
                         }
                         snapshot.len()

@@ -1347,9 +1347,10 @@ fn decode_stream(bytes: &[u8], zxid: Zxid) -> Result<State, String> {
 }
 
 /// A stored snapshot as a state: what a restart reads. Either keel's own snapshot form
-/// (chunks the server's periodic snapshot wrote, [`crate::storage::zab::encode_snapshot`]; its header holds the zxid) or, for bytes that do
-/// not start as that form, a SNAP stream as a learner installed it, the state at
-/// `zxid` (see [`crate::storage::zab`]).
+/// (the chunks a periodic snapshot wrote, framed by
+/// [`crate::storage::zab::encode_snapshot`]; its header holds the zxid) or, for bytes
+/// that do not start as that form, a SNAP stream as a learner installed it, the state
+/// at `zxid` (see [`crate::storage::zab`]).
 fn decode_state(bytes: &[u8], zxid: Zxid) -> Result<State, String> {
     if !bytes.starts_with(SNAPSHOT_FORM_MAGIC) {
         return decode_stream(bytes, zxid).map_err(|e| format!("stored SNAP stream: {e}"));

@@ -56,9 +56,9 @@ pub enum ZabOp {
         after: Zxid,
         done: oneshot::Sender<()>,
     },
-    /// Atomically install `snapshot` (keel's snapshot form,
-    /// [`crate::storage::zab::encode_snapshot`]) as the state as of `zxid`, emptying
-    /// the log, then answer `done`.
+    /// Atomically install `snapshot` (keel's snapshot form or a SNAP stream, see
+    /// [`crate::storage::zab`]) as the state as of `zxid`, emptying the log, then
+    /// answer `done`.
     Install {
         zxid: Zxid,
         snapshot: Bytes,

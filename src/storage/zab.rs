@@ -83,8 +83,10 @@ pub struct ZabStore {
     /// through [`ZabStore::store_mut`] and the install and truncate below, which clear it.
     snapshot_zxid_cache: std::cell::Cell<Option<Zxid>>,
     /// The snapshot [`ZabStore::try_stage_snapshot`] wrote last, not yet installed;
-    /// forgotten (its bytes freed) by a truncation or any use of
-    /// [`ZabStore::store_mut`], since a learner installs right after staging.
+    /// given up (its bytes freed, its file deleted) by a truncation or any use of
+    /// [`ZabStore::store_mut`]: a learner that installs does so right after staging,
+    /// and one whose core answered the SNAP otherwise (a TRUNC, a closed connection)
+    /// must not keep a stream's size of memory and disk.
     staged: Option<Staged>,
 }
 
@@ -220,7 +222,7 @@ impl ZabStore {
     /// Appends must go through [`ZabStorage::append`], which keeps the durable mark.
     pub fn store_mut(&mut self) -> &mut RocksStorage {
         self.snapshot_zxid_cache.set(None);
-        self.staged = None;
+        self.forget_staged();
         &mut self.store
     }
 
@@ -229,7 +231,9 @@ impl ZabStore {
         if let Some(zxid) = self.snapshot_zxid_cache.get() {
             return Ok(zxid);
         }
-        let zxid = self.store.snapshots()?.last().map_or(0, |&z| z as Zxid);
+        // As marked now: a periodic snapshot still being sealed is not waited for
+        // (only an older zxid is seen meanwhile, and the log holds every txn above it).
+        let zxid = self.store.snapshots_now()?.last().map_or(0, |&z| z as Zxid);
         self.snapshot_zxid_cache.set(Some(zxid));
         Ok(zxid)
     }
@@ -275,7 +279,7 @@ impl ZabStore {
     /// [`ZabStorage::truncate_after`], with its errors ([`RocksStorage::truncate_after`]).
     pub fn try_truncate_after(&mut self, zxid: Zxid) -> Result<(), StorageError> {
         self.snapshot_zxid_cache.set(None);
-        self.staged = None;
+        self.forget_staged();
         self.store.truncate_after(to_i64(zxid)?)?;
         self.durable = self.durable.min(self.last_logged()?);
         Ok(())
@@ -333,6 +337,16 @@ impl ZabStore {
             file,
         });
         Ok(())
+    }
+
+    /// Gives up the staged snapshot, if any (see `staged`); a file that cannot be
+    /// deleted is only logged (the next stage, install or open deletes it).
+    fn forget_staged(&mut self) {
+        if self.staged.take().is_some() {
+            if let Err(e) = self.store.discard_staged() {
+                tracing::warn!(error = %e, "deleting a staged SNAP's file failed");
+            }
+        }
     }
 
     /// [`ZabStorage::install_snapshot`], with its errors: [`StorageError::Corrupt`] if
@@ -1123,44 +1137,59 @@ mod tests {
         assert_eq!(steps, (2, 7, 5));
     }
 
+    /// Installs `new` at `at` (staged first when `staged`, so the install only commits
+    /// the staged file) with a crash at every step: each leaves the old state (the
+    /// store's own snapshot and its log) or the new one, never a mix.
+    fn install_with_a_crash_at_every_step(at: Zxid, new: &Bytes, staged: bool) {
+        let steps = crash_at_every_step(
+            |s| {
+                // The store's own snapshot first, so the old state has one too.
+                let store = s.store_mut();
+                store.put_snapshot_chunk(zxid(1, 4) as i64, 0, b"old")?;
+                store.finish_snapshot(zxid(1, 4) as i64, 1)?;
+                store.purge(1)?;
+                if staged {
+                    s.try_stage_snapshot(at, new.clone())?;
+                }
+                s.try_install_snapshot(at, new)
+            },
+            |s, what| {
+                let (snap_zxid, snap) = s.snapshot();
+                let r = s.recover();
+                assert_eq!(r.snapshot_zxid, snap_zxid, "{what}");
+                if snap_zxid == at {
+                    assert_eq!(&snap, new, "{what}");
+                    assert!(r.log.is_empty(), "{what}: {:?}", counters(s));
+                    assert!(segments(s.snap_dir.parent().unwrap()).is_empty(), "{what}");
+                    true
+                } else {
+                    let log = counters(s);
+                    if snap_zxid == zxid(1, 4) {
+                        assert_eq!(snap, encode_snapshot(&[b"old"]), "{what}");
+                        assert_eq!(log, (5..=32).collect::<Vec<_>>(), "{what}");
+                    } else {
+                        assert_eq!(snap_zxid, 0, "{what}");
+                        assert_eq!(log, (1..=32).collect::<Vec<_>>(), "{what}");
+                    }
+                    false
+                }
+            },
+            |_, _| {},
+        );
+        // 1 the chunks ingested (no marker yet: the old state), 2 the batch, 3-6 the
+        // four segments deleted, 7 the key deleted.
+        assert_eq!(steps, (2, 7, 5), "(commit step, steps, recovery steps)");
+    }
+
     #[test]
     fn install_survives_a_crash_at_every_step() {
-        for at in [zxid(2, 3), zxid(1, 20)] {
-            let steps = crash_at_every_step(
-                |s| {
-                    // The store's own snapshot first, so the old state has one too.
-                    let store = s.store_mut();
-                    store.put_snapshot_chunk(zxid(1, 4) as i64, 0, b"old")?;
-                    store.finish_snapshot(zxid(1, 4) as i64, 1)?;
-                    store.purge(1)?;
-                    s.try_install_snapshot(at, &form("new"))
-                },
-                |s, what| {
-                    let (snap_zxid, snap) = s.snapshot();
-                    let r = s.recover();
-                    assert_eq!(r.snapshot_zxid, snap_zxid, "{what}");
-                    if snap_zxid == at {
-                        assert_eq!(snap, form("new"), "{what}");
-                        assert!(r.log.is_empty(), "{what}: {:?}", counters(s));
-                        assert!(segments(s.snap_dir.parent().unwrap()).is_empty(), "{what}");
-                        true
-                    } else {
-                        let log = counters(s);
-                        if snap_zxid == zxid(1, 4) {
-                            assert_eq!(snap, encode_snapshot(&[b"old"]), "{what}");
-                            assert_eq!(log, (5..=32).collect::<Vec<_>>(), "{what}");
-                        } else {
-                            assert_eq!(snap_zxid, 0, "{what}");
-                            assert_eq!(log, (1..=32).collect::<Vec<_>>(), "{what}");
-                        }
-                        false
-                    }
-                },
-                |_, _| {},
-            );
-            // 1 the chunks ingested (no marker yet: the old state), 2 the batch, 3-6 the
-            // four segments deleted, 7 the key deleted.
-            assert_eq!(steps, (2, 7, 5), "(commit step, steps, recovery steps)");
+        // Keel's form installed whole, and a SNAP stream staged first (as a learner
+        // does) whose install only commits the staged file.
+        let stream_new = stream(9, STREAM_CHUNK_BYTES + 5);
+        for (new, staged) in [(form("new"), false), (stream_new, true)] {
+            for at in [zxid(2, 3), zxid(1, 20)] {
+                install_with_a_crash_at_every_step(at, &new, staged);
+            }
         }
         // After an install below the old log's end, appends go on above it.
         let dir = tempfile::tempdir().unwrap();
@@ -1372,11 +1401,23 @@ mod tests {
         s.try_install_snapshot(zxid(1, 13), &b).unwrap();
         assert_eq!(s.snapshot(), (zxid(1, 13), b.clone()), "staged over by c");
 
-        // A stage a restart cut short leaves the store as it was, and no file.
+        // Given up by another write (the core answered the SNAP otherwise): no file,
+        // and the install of those bytes then writes them whole.
         s.try_stage_snapshot(zxid(1, 14), c.clone()).unwrap();
+        assert!(file.exists());
+        s.store_mut();
+        assert!(!file.exists(), "a stream's size of disk given back");
+        s.try_install_snapshot(zxid(1, 14), &c).unwrap();
+        assert_eq!(s.snapshot(), (zxid(1, 14), c.clone()));
+        s.try_stage_snapshot(zxid(1, 15), b.clone()).unwrap();
+        s.try_truncate_after(zxid(1, 14)).unwrap();
+        assert!(!file.exists(), "given up by a TRUNC");
+
+        // A stage a restart cut short leaves the store as it was, and no file.
+        s.try_stage_snapshot(zxid(1, 16), b.clone()).unwrap();
         drop(s);
         let s = open(dir.path());
         assert!(!file.exists());
-        assert_eq!(s.snapshot(), (zxid(1, 13), b));
+        assert_eq!(s.snapshot(), (zxid(1, 14), c));
     }
 }
