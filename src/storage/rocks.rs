@@ -129,6 +129,9 @@ pub struct RocksStorage {
     /// [`Storage::finish_snapshot`]): waited for before the next seal and before
     /// anything that deletes chunks or closes the store.
     seal: parking_lot::Mutex<Option<JoinHandle<Result<(), StorageError>>>>,
+    /// A seal's error, kept: every later wait returns it, so it reaches a caller that
+    /// stops the process even when the first to wait only logs (a SNAP's stage).
+    seal_error: parking_lot::Mutex<Option<String>>,
 }
 
 /// A snapshot whose chunks [`RocksStorage::stage_snapshot`] wrote into
@@ -212,6 +215,7 @@ impl RocksStorage {
             pending_carry: Vec::new(),
             staged_generation: 0,
             seal: parking_lot::Mutex::new(None),
+            seal_error: parking_lot::Mutex::new(None),
         };
         storage.check_format_version()?;
         if let Some(truncation) = pending {
@@ -291,6 +295,7 @@ impl RocksStorage {
             pending_carry: pending.map(|t| t.carry).unwrap_or_default(),
             staged_generation: 0,
             seal: parking_lot::Mutex::new(None),
+            seal_error: parking_lot::Mutex::new(None),
         };
         storage.check_format_version()?;
         storage.purged_upto = storage.read_purged_upto()?;
@@ -761,16 +766,25 @@ impl RocksStorage {
     /// Waits for the periodic snapshot being sealed, if any ([`seal`]).
     ///
     /// Errors: the seal's own (a failed flush or marker write), or its thread
-    /// panicking.
+    /// panicking; once one failed, every later call returns its error.
     fn wait_seal(&self) -> Result<(), StorageError> {
         let thread = self.seal.lock().take();
-        match thread {
-            None => Ok(()),
-            Some(thread) => thread.join().unwrap_or_else(|_| {
+        if let Some(thread) = thread {
+            let sealed = thread.join().unwrap_or_else(|_| {
                 Err(StorageError::Backend(
                     "the snapshot seal thread panicked".to_owned(),
                 ))
-            }),
+            });
+            if let Err(e) = sealed {
+                *self.seal_error.lock() = Some(e.to_string());
+                return Err(e);
+            }
+        }
+        match self.seal_error.lock().as_ref() {
+            None => Ok(()),
+            Some(e) => Err(StorageError::Backend(format!(
+                "a periodic snapshot's seal failed earlier: {e}"
+            ))),
         }
     }
 
@@ -796,7 +810,8 @@ impl RocksStorage {
 /// Makes periodic snapshot `zxid` of `chunks` chunks complete: flushes the snapshot
 /// column family (waiting, so every chunk written before, all without the WAL, is in a
 /// table file and durable), then writes the marker through the WAL without an fsync.
-/// The next synced write (a purge, `put_meta`) or a close makes it durable; a crash
+/// The next synced write after it (a purge, which waits for the seal, `put_meta`) or a
+/// close makes it durable; a crash
 /// before that only means recovery starts from the previous snapshot, whose txns are
 /// all still in the log (only a purge deletes them, and it syncs first). ZooKeeper,
 /// too, writes snapshots off its log-sync path. The flush also frees the chunks'
@@ -900,12 +915,14 @@ impl Storage for RocksStorage {
     /// the next start (which reads the store twice: a read-only check, then the
     /// read-write open) is quicker.
     fn close(&mut self) -> Result<(), StorageError> {
-        self.wait_seal()?;
         if self.read_only {
             return Ok(());
         }
+        // The txn log first: with forceSync off this is its only sync at a clean stop,
+        // and a failed snapshot seal must not skip it.
         self.txnlog.sync()?;
         self.txnlog.discard_spare()?;
+        self.wait_seal()?;
         let mut flush = rocksdb::FlushOptions::default();
         flush.set_wait(true);
         for name in COLUMN_FAMILIES {

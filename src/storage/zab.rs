@@ -231,8 +231,10 @@ impl ZabStore {
         if let Some(zxid) = self.snapshot_zxid_cache.get() {
             return Ok(zxid);
         }
-        // As marked now: a periodic snapshot still being sealed is not waited for
-        // (only an older zxid is seen meanwhile, and the log holds every txn above it).
+        // As marked now: a periodic snapshot still being sealed is not waited for, and
+        // the older zxid seen meanwhile stays cached until the next `store_mut`. Only
+        // `last_logged` reads it while the member runs, and the log holds every txn
+        // above a periodic snapshot's zxid, so the older value gives the same answer.
         let zxid = self.store.snapshots_now()?.last().map_or(0, |&z| z as Zxid);
         self.snapshot_zxid_cache.set(Some(zxid));
         Ok(zxid)
@@ -325,7 +327,7 @@ impl ZabStore {
     /// Errors: [`StorageError::Corrupt`] if `snapshot` starts as keel's form but is
     /// not; I/O and backend errors (nothing is staged then).
     pub fn try_stage_snapshot(&mut self, zxid: Zxid, snapshot: Bytes) -> Result<(), StorageError> {
-        self.staged = None;
+        self.forget_staged();
         let file = {
             let mut header = Vec::new();
             let chunks = self.stored_chunks(zxid, &snapshot, &mut header)?;
