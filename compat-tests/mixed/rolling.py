@@ -17,8 +17,14 @@ With --keep-data, each keel member starts on the dataDir its ZooKeeper predecess
 (keel converts it in place at start-up: issue 17 item 3), so it rejoins by DIFF (or
 TRUNC) rather than SNAP: the member's log must say it converted the dataDir, and the
 leader's log (either kind's words: syncdiff.py syncs) must show that learner synced by
-DIFF or TRUNC, never SNAP (BALLAST_NODES znodes of BALLAST_BYTES each are written
-first: rolling.sh says why). The replaced member starts once the other two serve with a
+DIFF or TRUNC (BALLAST_NODES znodes of BALLAST_BYTES each are written first:
+rolling.sh says why). One SNAP is ZooKeeper's rule and accepted (`orphan_snap`): a
+leader stopped under load can have logged proposals its followers never got; when it
+rejoins after the new leader wrote in the new epoch, ZooKeeper's LearnerHandler
+(queueCommittedProposals) cannot TRUNC it across the epoch and sends a SNAP. The
+facts come from the logs, not from the decision: the member's converted last zxid
+is past the new leader's last zxid when it was elected, in the same old epoch, and
+the leader's zxid at the sync is of a newer epoch. The replaced member starts once the other two serve with a
 leader, so that it joins as a follower (with the newest zxid it could otherwise win the
 election, and then no sync of it would show). The way back still empties the dataDir:
 ZooKeeper cannot read keel's store, and syncs by SNAP.
@@ -33,6 +39,7 @@ exits 1 on any failure.
 
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
@@ -129,6 +136,23 @@ def replace(members, m, cmd, keep_data=False):
     return wait_serving(members, 90) and stopped
 
 
+CONVERTED = re.compile(r'converted ZooKeeper\'s dataDir in place .*last_zxid="(0x[0-9a-f]+)"')
+LEADING = re.compile(r'role change: sid (\d+) LEADING .*last_zxid="(0x[0-9a-f]+)"')
+
+
+def orphan_snap(sync, m_last, leader_last):
+    """True when `sync` (mode, peer zxid, leader's zxid) is the SNAP ZooKeeper's leader
+    sends a learner holding txns of the old epoch past the leader's history, once the
+    leader wrote in a newer epoch (no TRUNC may cross an epoch: LearnerHandler
+    queueCommittedProposals). `m_last` is the learner's last zxid as it converted its
+    dataDir; `leader_last` the leader's when it was elected (LEADING), None if it was
+    not elected in this step."""
+    mode, peer, upto = sync
+    return (mode == "SNAP" and m_last is not None and leader_last is not None
+            and peer == m_last and m_last >> 32 == leader_last >> 32
+            and m_last > leader_last and upto >> 32 > m_last >> 32)
+
+
 def check_sync(members, m, offsets):
     """With --keep-data: the problems (a list) with how m rejoined: its log must say it
     converted ZooKeeper's dataDir, and the leader's log, since `offsets` (log sizes by
@@ -137,19 +161,35 @@ def check_sync(members, m, offsets):
     time.sleep(0.5)  # the decision is logged before UPTODATE; let the log be flushed
     with open(os.path.join(m.dir, "log"), "rb") as f:
         f.seek(offsets[m.sid])
-        converted = b"converted ZooKeeper's dataDir in place" in f.read()
+        text = f.read().decode(errors="replace")
+    converted = "converted ZooKeeper's dataDir in place" in text
+    g = CONVERTED.search(text)
+    m_last = int(g[1], 16) if g else None
     try:
         leader, _ = wait_roles(members, 10)
     except Failed as e:
         return [str(e)], None, None
     got = syncs(leader, offsets[leader.sid], m.sid)
+    with open(os.path.join(leader.dir, "log"), "rb") as f:
+        f.seek(offsets[leader.sid])
+        elected = [int(g[2], 16) for g in LEADING.finditer(f.read().decode(errors="replace"))
+                   if int(g[1]) == leader.sid]
+    leader_last = elected[-1] if elected else None
     problems = [] if converted else ["sid %d did not convert a ZooKeeper dataDir (no \"converted "
                                      "ZooKeeper's dataDir in place\" in its log)" % m.sid]
     if leader is m:
         problems.append("sid %d leads: it was not synced" % m.sid)
+    elif len(got) == 1 and orphan_snap(got[0], m_last, leader_last):
+        print("rolling: sid %d held txns up to %#x that sid %d (last zxid %#x when elected) "
+              "never logged, and sid %d synced it at %#x, in a newer epoch: SNAP, as "
+              "ZooKeeper's leader sends it (no TRUNC across an epoch)"
+              % (m.sid, m_last, leader.sid, leader_last, leader.sid, got[0][2]), flush=True)
+        return problems, leader.sid, "SNAP (orphaned txns)"
     elif len(got) != 1 or got[0][0] not in ("DIFF", "TRUNC"):
-        problems.append("the leader sid %d logged syncs of sid %d %s; wanted one DIFF or TRUNC"
-                        % (leader.sid, m.sid, got))
+        problems.append("the leader sid %d logged syncs of sid %d %s; wanted one DIFF or TRUNC "
+                        "(sid %d converted up to %s; sid %d elected with %s)"
+                        % (leader.sid, m.sid, got, m.sid, m_last and hex(m_last), leader.sid,
+                           leader_last and hex(leader_last)))
     return problems, leader.sid, got[-1][0] if got else None
 
 

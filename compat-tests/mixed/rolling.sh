@@ -6,7 +6,9 @@
 #   plain      each new member starts on an empty dataDir (syncs by SNAP)
 #   keep-data  each keel member starts on the dataDir its ZooKeeper predecessor left
 #              (converted in place at start-up, issue 17 item 3) and must be synced by
-#              DIFF or TRUNC, not SNAP, as the leader's log shows. A member behind by
+#              DIFF or TRUNC, not SNAP, as the leader's log shows (but for the SNAP
+#              ZooKeeper's rule sends an old leader holding txns nobody else logged:
+#              rolling.py orphan_snap). A member behind by
 #              more than the leader's in-memory log (500 txns; a step lets about 1,000
 #              writes go by) gets DIFF from the txn log only while that log is under a
 #              third of the newest snapshot's size (zookeeper.snapshotSizeFactor, which

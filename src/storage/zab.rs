@@ -407,29 +407,56 @@ impl ZabStore {
     /// [`ZabStorage::snapshot`], with its errors: [`StorageError::Corrupt`] for a
     /// stream-form snapshot whose header chunk is not at its own zxid.
     pub fn try_snapshot(&self) -> Result<(Zxid, Bytes), StorageError> {
-        let Some(s) = self.store.latest_snapshot()? else {
+        // Chunk 0 tells the form; every chunk then goes straight into the one buffer
+        // returned (see `RocksStorage::read_latest_snapshot`).
+        enum Form {
+            Keel(SnapshotFormWriter),
+            Stream(BytesMut),
+        }
+        let mut form = None;
+        let at_zxid = self.store.read_latest_snapshot(|c| {
+            let (zxid, count, chunk) = (c.zxid, c.count, c.bytes);
+            let Some(form) = form.as_mut() else {
+                form = Some(match chunk.strip_prefix(STREAM_HEADER_MAGIC) {
+                    Some(at) if at != zxid.to_be_bytes() => {
+                        return Err(StorageError::Corrupt {
+                            path: self.snap_dir.clone(),
+                            position: format!("snapshot 0x{zxid:x} chunk 0"),
+                            what: format!("a stream header not at this zxid: {at:02x?}"),
+                        });
+                    }
+                    // The header chunk is not part of the stream.
+                    Some(_) => Form::Stream(BytesMut::with_capacity(
+                        (count.saturating_sub(1) as usize).saturating_mul(STREAM_CHUNK_BYTES),
+                    )),
+                    None => {
+                        // Periodic snapshots cut chunks of about 1 MiB (a znode
+                        // past it) after a small header chunk. Room reserved is only
+                        // address space until written; a buffer grown instead is
+                        // copied each time it grows.
+                        let room = (count as usize).saturating_mul(STREAM_CHUNK_BYTES * 5 / 4);
+                        let mut w = SnapshotFormWriter::with_capacity(count as usize, room);
+                        w.chunk(|out| out.put_slice(chunk));
+                        Form::Keel(w)
+                    }
+                });
+                return Ok(());
+            };
+            match form {
+                Form::Keel(w) => w.chunk(|out| out.put_slice(chunk)),
+                Form::Stream(out) => out.put_slice(chunk),
+            }
+            Ok(())
+        })?;
+        let Some(zxid) = at_zxid else {
             return Ok((0, Bytes::new()));
         };
-        let zxid = s.zxid as Zxid;
-        let Some(at) = s
-            .chunks
-            .first()
-            .and_then(|c| c.strip_prefix(STREAM_HEADER_MAGIC))
-        else {
-            return Ok((zxid, encode_snapshot(&s.chunks)));
+        let bytes = match form {
+            Some(Form::Keel(w)) => w.finish(),
+            Some(Form::Stream(out)) => out.freeze(),
+            None => encode_snapshot::<&[u8]>(&[]),
         };
-        if at != s.zxid.to_be_bytes() {
-            return Err(StorageError::Corrupt {
-                path: self.snap_dir.clone(),
-                position: format!("snapshot 0x{zxid:x} chunk 0"),
-                what: format!("a stream header not at this zxid: {at:02x?}"),
-            });
-        }
-        let mut stream = BytesMut::with_capacity(s.chunks[1..].iter().map(Vec::len).sum());
-        for piece in &s.chunks[1..] {
-            stream.put_slice(piece);
-        }
-        Ok((zxid, stream.freeze()))
+        Ok((zxid as Zxid, bytes))
     }
 
     fn write_accepted_epoch(&self, epoch: u32) -> Result<(), StorageError> {
