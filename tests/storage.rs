@@ -1055,3 +1055,38 @@ fn rocks_a_periodic_snapshot_bypasses_the_wal_and_is_complete_once_finished() {
     let latest = store.latest_snapshot().unwrap().expect("a snapshot");
     assert_eq!((latest.zxid, latest.chunks), (0x7, chunks));
 }
+
+/// The size the DIFF-or-SNAP limit weighs: the chunks' bytes, known from the writing
+/// for a snapshot finished in this process, measured from the store after a reopen,
+/// and that of the new snapshot after an install (RocksStorage::snapshot_payload_bytes).
+#[test]
+fn rocks_the_snapshot_size_is_its_chunks_bytes_written_reopened_or_installed() {
+    let dir = TempDir::new("snapshot-size");
+    let chunks: Vec<Vec<u8>> = (1..=3u8).map(|i| vec![i; 1000 * i as usize]).collect();
+    {
+        let mut store = open(dir.path());
+        assert_eq!(store.snapshot_payload_bytes().unwrap(), 0, "no snapshot");
+        store.put_snapshot_chunk(0x5, 0, b"an older one").unwrap();
+        store.finish_snapshot(0x5, 1).unwrap();
+        assert_eq!(store.snapshot_payload_bytes().unwrap(), 12);
+        for (index, chunk) in (0u32..).zip(&chunks) {
+            store.put_snapshot_chunk(0x7, index, chunk).unwrap();
+        }
+        store.finish_snapshot(0x7, 3).unwrap();
+        assert_eq!(store.snapshot_payload_bytes().unwrap(), 6000);
+    }
+    let mut store = open(dir.path());
+    assert_eq!(
+        store.snapshot_payload_bytes().unwrap(),
+        6000,
+        "measured after a reopen"
+    );
+    store
+        .install_snapshot(0x7, &[b"same zxid", b"other bytes"])
+        .unwrap();
+    assert_eq!(
+        store.snapshot_payload_bytes().unwrap(),
+        20,
+        "the installed snapshot's"
+    );
+}

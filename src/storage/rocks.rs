@@ -132,6 +132,12 @@ pub struct RocksStorage {
     /// A seal's error, kept: every later wait returns it, so it reaches a caller that
     /// stops the process even when the first to wait only logs (a SNAP's stage).
     seal_error: parking_lot::Mutex<Option<String>>,
+    /// The periodic snapshot being written: its zxid and the payload bytes of its
+    /// chunks so far, so its size is known once finished without reading it back.
+    writing_bytes: Option<(i64, u64)>,
+    /// A complete snapshot's zxid and payload bytes, as written or last measured
+    /// ([`RocksStorage::snapshot_payload_bytes`]).
+    known_bytes: parking_lot::Mutex<Option<(i64, u64)>>,
 }
 
 /// One chunk of a stored snapshot as [`RocksStorage::read_latest_snapshot`] reads it.
@@ -222,6 +228,8 @@ impl RocksStorage {
             staged_generation: 0,
             seal: parking_lot::Mutex::new(None),
             seal_error: parking_lot::Mutex::new(None),
+            writing_bytes: None,
+            known_bytes: parking_lot::Mutex::new(None),
         };
         storage.check_format_version()?;
         if let Some(truncation) = pending {
@@ -302,6 +310,8 @@ impl RocksStorage {
             staged_generation: 0,
             seal: parking_lot::Mutex::new(None),
             seal_error: parking_lot::Mutex::new(None),
+            writing_bytes: None,
+            known_bytes: parking_lot::Mutex::new(None),
         };
         storage.check_format_version()?;
         storage.purged_upto = storage.read_purged_upto()?;
@@ -446,6 +456,35 @@ impl RocksStorage {
             })?;
         }
         Ok(Some(zxid))
+    }
+
+    /// The newest complete snapshot's payload bytes (its chunks' lengths summed; 0
+    /// with none), for ZooKeeper's DIFF-or-SNAP limit (`snapshotSizeFactor` x the
+    /// snapshot's size, ZAB-WIRE.md §4.2). Known without a read for a snapshot this
+    /// process finished; otherwise measured once (the chunks' lengths, from RocksDB
+    /// without a copy) and kept. Reading the whole snapshot back to measure it, as
+    /// before, cost a leader's storage thread a read and copies of about 200 MB at
+    /// 1,000,000 znodes for every learner it synced from its txn log. Waits for a
+    /// snapshot being sealed first.
+    ///
+    /// Errors: those of [`RocksStorage::read_latest_snapshot`].
+    pub fn snapshot_payload_bytes(&self) -> Result<u64, StorageError> {
+        self.wait_seal()?;
+        let Some(&(zxid, _)) = self.complete_snapshots()?.last() else {
+            return Ok(0);
+        };
+        if let Some((at, bytes)) = *self.known_bytes.lock() {
+            if at == zxid {
+                return Ok(bytes);
+            }
+        }
+        let mut bytes = 0u64;
+        self.read_latest_snapshot(|c| {
+            bytes += c.bytes.len() as u64;
+            Ok(())
+        })?;
+        *self.known_bytes.lock() = Some((zxid, bytes));
+        Ok(bytes)
     }
 
     fn cf(&self, name: &str) -> Result<&ColumnFamily, StorageError> {
@@ -703,6 +742,8 @@ impl RocksStorage {
         // Chunk deletions must not overtake a snapshot being sealed: its marker
         // would then name chunks gone.
         self.wait_seal()?;
+        // The installed snapshot may share a known one's zxid, not its bytes.
+        *self.known_bytes.lock() = None;
         let old_snapshots = self.complete_snapshots()?;
         let (log, snapshot, meta) = (self.cf(LOG_CF)?, self.cf(SNAPSHOT_CF)?, self.cf(META_CF)?);
         let mut batch = WriteBatch::default();
@@ -1056,7 +1097,13 @@ impl Storage for RocksStorage {
         // disk still wrote it back seconds after, under the txn log's fsyncs.
         let mut opts = WriteOptions::default();
         opts.disable_wal(true);
-        self.db.write_opt(batch, &opts).map_err(|e| self.error(e))
+        self.db.write_opt(batch, &opts).map_err(|e| self.error(e))?;
+        let len = data.len() as u64;
+        self.writing_bytes = match self.writing_bytes {
+            Some((at, bytes)) if at == zxid && index > 0 => Some((zxid, bytes + len)),
+            _ => Some((zxid, len)),
+        };
+        Ok(())
     }
 
     /// Seals the snapshot on a thread of its own ([`RocksStorage::seal`]) and returns:
@@ -1065,6 +1112,11 @@ impl Storage for RocksStorage {
     /// snapshot's seal first (seals go in zxid order), returning its error.
     fn finish_snapshot(&mut self, zxid: i64, chunks: u32) -> Result<(), StorageError> {
         self.wait_seal()?;
+        if let Some((at, bytes)) = self.writing_bytes.take() {
+            if at == zxid {
+                *self.known_bytes.lock() = Some((zxid, bytes));
+            }
+        }
         let db = Arc::clone(&self.db);
         let path = self.path.clone();
         let thread = std::thread::Builder::new()
