@@ -21,7 +21,8 @@ DIFF or TRUNC (BALLAST_NODES znodes of BALLAST_BYTES each are written first:
 rolling.sh says why). One SNAP is ZooKeeper's rule and accepted (`orphan_snap`): a
 leader stopped under load can have logged proposals its followers never got; when it
 rejoins after the new leader wrote in the new epoch, ZooKeeper's LearnerHandler
-(queueCommittedProposals) cannot TRUNC it across the epoch and sends a SNAP. The
+(queueCommittedProposals) cannot TRUNC it across the epoch and sends a SNAP
+(ensemble/sync.py's CROSS case makes it happen on purpose). The
 facts come from the logs, not from the decision: the member's converted last zxid
 is past the new leader's last zxid when it was elected, in the same old epoch, and
 the leader's zxid at the sync is of a newer epoch. The replaced member starts once the other two serve with a
