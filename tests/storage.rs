@@ -1089,4 +1089,18 @@ fn rocks_the_snapshot_size_is_its_chunks_bytes_written_reopened_or_installed() {
         20,
         "the installed snapshot's"
     );
+    // Out of order, or a chunk twice, as the trait allows: still the chunks' bytes.
+    for (zxid, order) in [(0x9, vec![2u32, 0, 1]), (0xb, vec![0, 1, 1, 2])] {
+        for &index in &order {
+            store
+                .put_snapshot_chunk(zxid, index, &chunks[index as usize])
+                .unwrap();
+        }
+        store.finish_snapshot(zxid, 3).unwrap();
+        assert_eq!(
+            store.snapshot_payload_bytes().unwrap(),
+            6000,
+            "chunks {order:?}"
+        );
+    }
 }

@@ -22,10 +22,12 @@ rolling.sh says why). One SNAP is ZooKeeper's rule and accepted (`orphan_snap`):
 leader stopped under load can have logged proposals its followers never got; when it
 rejoins after the new leader wrote in the new epoch, ZooKeeper's LearnerHandler
 (queueCommittedProposals) cannot TRUNC it across the epoch and sends a SNAP
-(ensemble/sync.py's CROSS case makes it happen on purpose). The
-facts come from the logs, not from the decision: the member's converted last zxid
-is past the new leader's last zxid when it was elected, in the same old epoch, and
-the leader's zxid at the sync is of a newer epoch. The replaced member starts once the other two serve with a
+(ensemble/sync.py's CROSS case makes it happen on purpose). A keel leader's SNAP is
+accepted on facts from the two members' own logs besides the sync line: the
+member's converted last zxid is past the leader's last zxid when it was elected, in
+the same old epoch, and the leader's zxid at the sync is of a newer epoch. A
+ZooKeeper leader's, when it logged its own "Cannot send TRUNC" warning for the
+member. The replaced member starts once the other two serve with a
 leader, so that it joins as a follower (with the newest zxid it could otherwise win the
 election, and then no sync of it would show). The way back still empties the dataDir:
 ZooKeeper cannot read keel's store, and syncs by SNAP.
@@ -137,8 +139,13 @@ def replace(members, m, cmd, keep_data=False):
     return wait_serving(members, 90) and stopped
 
 
-CONVERTED = re.compile(r'converted ZooKeeper\'s dataDir in place .*last_zxid="(0x[0-9a-f]+)"')
-LEADING = re.compile(r'role change: sid (\d+) LEADING .*last_zxid="(0x[0-9a-f]+)"')
+CONVERTED = re.compile(r'converted ZooKeeper\'s dataDir in place .*last_zxid="?(0x[0-9a-f]+)')
+LEADING = re.compile(r'role change: sid (\d+) LEADING .*last_zxid="?(0x[0-9a-f]+)')
+ZK_NO_TRUNC = re.compile(r"Cannot send TRUNC to peer sid: (\d+) peer zxid is from different epoch")
+
+
+def zxid_text(zxid):
+    return "%#x" % zxid if zxid is not None else "no zxid logged"
 
 
 def orphan_snap(sync, m_last, leader_last):
@@ -173,13 +180,18 @@ def check_sync(members, m, offsets):
     got = syncs(leader, offsets[leader.sid], m.sid)
     with open(os.path.join(leader.dir, "log"), "rb") as f:
         f.seek(offsets[leader.sid])
-        elected = [int(g[2], 16) for g in LEADING.finditer(f.read().decode(errors="replace"))
-                   if int(g[1]) == leader.sid]
+        leader_text = f.read().decode(errors="replace")
+    elected = [int(g[2], 16) for g in LEADING.finditer(leader_text) if int(g[1]) == leader.sid]
     leader_last = elected[-1] if elected else None
+    zk_no_trunc = any(int(g[1]) == m.sid for g in ZK_NO_TRUNC.finditer(leader_text))
     problems = [] if converted else ["sid %d did not convert a ZooKeeper dataDir (no \"converted "
                                      "ZooKeeper's dataDir in place\" in its log)" % m.sid]
     if leader is m:
         problems.append("sid %d leads: it was not synced" % m.sid)
+    elif len(got) == 1 and got[0][0] == "SNAP" and zk_no_trunc:
+        print("rolling: the ZooKeeper leader sid %d logged that it cannot TRUNC sid %d across "
+              "an epoch (it held txns nobody else logged): SNAP" % (leader.sid, m.sid), flush=True)
+        return problems, leader.sid, "SNAP (orphaned txns)"
     elif len(got) == 1 and orphan_snap(got[0], m_last, leader_last):
         print("rolling: sid %d held txns up to %#x that sid %d (last zxid %#x when elected) "
               "never logged, and sid %d synced it at %#x, in a newer epoch: SNAP, as "
@@ -189,8 +201,8 @@ def check_sync(members, m, offsets):
     elif len(got) != 1 or got[0][0] not in ("DIFF", "TRUNC"):
         problems.append("the leader sid %d logged syncs of sid %d %s; wanted one DIFF or TRUNC "
                         "(sid %d converted up to %s; sid %d elected with %s)"
-                        % (leader.sid, m.sid, got, m.sid, m_last and hex(m_last), leader.sid,
-                           leader_last and hex(leader_last)))
+                        % (leader.sid, m.sid, got, m.sid, zxid_text(m_last), leader.sid,
+                           zxid_text(leader_last)))
     return problems, leader.sid, got[-1][0] if got else None
 
 

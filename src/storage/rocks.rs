@@ -132,12 +132,23 @@ pub struct RocksStorage {
     /// A seal's error, kept: every later wait returns it, so it reaches a caller that
     /// stops the process even when the first to wait only logs (a SNAP's stage).
     seal_error: parking_lot::Mutex<Option<String>>,
-    /// The periodic snapshot being written: its zxid and the payload bytes of its
-    /// chunks so far, so its size is known once finished without reading it back.
-    writing_bytes: Option<(i64, u64)>,
+    /// The periodic snapshot being written, as its chunks came in order from 0
+    /// ([`WritingBytes`]): its size is then known once finished without reading it
+    /// back. `None` when chunks came otherwise (the size is then measured).
+    writing_bytes: Option<WritingBytes>,
     /// A complete snapshot's zxid and payload bytes, as written or last measured
     /// ([`RocksStorage::snapshot_payload_bytes`]).
     known_bytes: parking_lot::Mutex<Option<(i64, u64)>>,
+}
+
+/// The chunks of a periodic snapshot written so far, in order from chunk 0.
+#[derive(Debug, Clone, Copy)]
+struct WritingBytes {
+    zxid: i64,
+    /// The index the next chunk must have to be counted.
+    next_index: u32,
+    /// Payload bytes of chunks `0..next_index`.
+    bytes: u64,
 }
 
 /// One chunk of a stored snapshot as [`RocksStorage::read_latest_snapshot`] reads it.
@@ -420,11 +431,12 @@ impl RocksStorage {
     }
 
     /// The newest complete snapshot's zxid (`None` with none), each of its chunks
-    /// given in order to `visit` as a [`ChunkRead`] straight from
-    /// RocksDB's block cache, with no copy: a caller joining them into one buffer (a
-    /// restart reading a 1,000,000-znode snapshot, about 200 MB) copies them once,
-    /// not twice as through [`Storage::latest_snapshot`]. Waits for a snapshot being
-    /// sealed first.
+    /// given in order to `visit` as a [`ChunkRead`] straight from RocksDB's block
+    /// cache, with no copy: a caller joining them into one buffer (a restart reading
+    /// a 1,000,000-znode snapshot, about 200 MB) copies them once, not twice as
+    /// through [`Storage::latest_snapshot`]. Keeps the size read for
+    /// [`RocksStorage::snapshot_payload_bytes`]. Waits for a snapshot being sealed
+    /// first.
     ///
     /// Errors: [`StorageError::Corrupt`] if a chunk fails its checksum or is missing;
     /// `visit`'s own error, which stops the reading.
@@ -437,6 +449,7 @@ impl RocksStorage {
             return Ok(None);
         };
         let snapshot = self.cf(SNAPSHOT_CF)?;
+        let mut bytes = 0u64;
         for index in 0..count {
             let corrupt = |what: String| StorageError::Corrupt {
                 path: self.path.clone(),
@@ -448,23 +461,28 @@ impl RocksStorage {
                 .get_pinned_cf(snapshot, chunk_key(zxid, index))
                 .map_err(|e| self.error(e))?
                 .ok_or_else(|| corrupt(format!("missing from a snapshot of {count} chunks")))?;
+            let data = decode_record(&value).map_err(corrupt)?;
+            bytes += data.len() as u64;
             visit(ChunkRead {
                 zxid,
                 count,
                 index,
-                bytes: decode_record(&value).map_err(corrupt)?,
+                bytes: data,
             })?;
         }
+        // Measured as read: a restart's read makes the first DIFF-or-SNAP check free.
+        *self.known_bytes.lock() = Some((zxid, bytes));
         Ok(Some(zxid))
     }
 
     /// The newest complete snapshot's payload bytes (its chunks' lengths summed; 0
     /// with none), for ZooKeeper's DIFF-or-SNAP limit (`snapshotSizeFactor` x the
     /// snapshot's size, ZAB-WIRE.md §4.2). Known without a read for a snapshot this
-    /// process finished; otherwise measured once (the chunks' lengths, from RocksDB
-    /// without a copy) and kept. Reading the whole snapshot back to measure it, as
-    /// before, cost a leader's storage thread a read and copies of about 200 MB at
-    /// 1,000,000 znodes for every learner it synced from its txn log. Waits for a
+    /// process finished writing in order or read ([`RocksStorage::read_latest_snapshot`],
+    /// as a restart does); otherwise measured once by reading it (checksums checked,
+    /// nothing copied) and kept. Reading and copying the whole snapshot for every
+    /// learner the leader synced from its txn log, as before, cost its storage thread
+    /// about 200 MB of reads and copies each time at 1,000,000 znodes. Waits for a
     /// snapshot being sealed first.
     ///
     /// Errors: those of [`RocksStorage::read_latest_snapshot`].
@@ -479,11 +497,11 @@ impl RocksStorage {
             }
         }
         let mut bytes = 0u64;
+        // The read keeps the size in `known_bytes` too.
         self.read_latest_snapshot(|c| {
             bytes += c.bytes.len() as u64;
             Ok(())
         })?;
-        *self.known_bytes.lock() = Some((zxid, bytes));
         Ok(bytes)
     }
 
@@ -744,6 +762,7 @@ impl RocksStorage {
         self.wait_seal()?;
         // The installed snapshot may share a known one's zxid, not its bytes.
         *self.known_bytes.lock() = None;
+        self.writing_bytes = None;
         let old_snapshots = self.complete_snapshots()?;
         let (log, snapshot, meta) = (self.cf(LOG_CF)?, self.cf(SNAPSHOT_CF)?, self.cf(META_CF)?);
         let mut batch = WriteBatch::default();
@@ -889,8 +908,9 @@ impl RocksStorage {
 /// column family (waiting, so every chunk written before, all without the WAL, is in a
 /// table file and durable), then writes the marker through the WAL without an fsync.
 /// The next synced write after it (a purge, which waits for the seal, `put_meta`) or a
-/// close makes it durable; a crash before that only means recovery starts from the previous snapshot, whose txns are
-/// all still in the log (only a purge deletes them, and it syncs first). ZooKeeper,
+/// close makes it durable; a crash before that only means recovery starts from the
+/// previous snapshot, whose txns are all still in the log (only a purge deletes them,
+/// and it syncs first). ZooKeeper,
 /// too, writes snapshots off its log-sync path. The flush also frees the chunks'
 /// memtables at once (settled RSS growth after creating 1,000,000 znodes: 135 B per
 /// znode with the flush, 139-144 B without).
@@ -1098,10 +1118,21 @@ impl Storage for RocksStorage {
         let mut opts = WriteOptions::default();
         opts.disable_wal(true);
         self.db.write_opt(batch, &opts).map_err(|e| self.error(e))?;
+        // Counted only as written in order (as the server does): chunks out of order
+        // or written twice, which the trait allows, leave the size to be measured.
         let len = data.len() as u64;
         self.writing_bytes = match self.writing_bytes {
-            Some((at, bytes)) if at == zxid && index > 0 => Some((zxid, bytes + len)),
-            _ => Some((zxid, len)),
+            _ if index == 0 => Some(WritingBytes {
+                zxid,
+                next_index: 1,
+                bytes: len,
+            }),
+            Some(w) if w.zxid == zxid && w.next_index == index => Some(WritingBytes {
+                zxid,
+                next_index: index + 1,
+                bytes: w.bytes + len,
+            }),
+            _ => None,
         };
         Ok(())
     }
@@ -1112,11 +1143,10 @@ impl Storage for RocksStorage {
     /// snapshot's seal first (seals go in zxid order), returning its error.
     fn finish_snapshot(&mut self, zxid: i64, chunks: u32) -> Result<(), StorageError> {
         self.wait_seal()?;
-        if let Some((at, bytes)) = self.writing_bytes.take() {
-            if at == zxid {
-                *self.known_bytes.lock() = Some((zxid, bytes));
-            }
-        }
+        *self.known_bytes.lock() = match self.writing_bytes.take() {
+            Some(w) if w.zxid == zxid && w.next_index == chunks => Some((zxid, w.bytes)),
+            _ => None,
+        };
         let db = Arc::clone(&self.db);
         let path = self.path.clone();
         let thread = std::thread::Builder::new()
@@ -1131,7 +1161,10 @@ impl Storage for RocksStorage {
     fn latest_snapshot(&self) -> Result<Option<Snapshot>, StorageError> {
         let mut chunks = Vec::new();
         let zxid = self.read_latest_snapshot(|c| {
-            chunks.reserve_exact((c.count as usize).saturating_sub(chunks.len()));
+            if c.index == 0 {
+                // A damaged marker's count is found out at its first missing chunk.
+                chunks.reserve_exact(c.count.min(1 << 16) as usize);
+            }
             chunks.push(c.bytes.to_vec());
             Ok(())
         })?;

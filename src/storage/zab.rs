@@ -426,16 +426,17 @@ impl ZabStore {
                         });
                     }
                     // The header chunk is not part of the stream.
-                    Some(_) => Form::Stream(BytesMut::with_capacity(
-                        (count.saturating_sub(1) as usize).saturating_mul(STREAM_CHUNK_BYTES),
-                    )),
+                    Some(_) => Form::Stream(BytesMut::with_capacity(reserve_for(
+                        count.saturating_sub(1),
+                        STREAM_CHUNK_BYTES,
+                    ))),
                     None => {
-                        // Periodic snapshots cut chunks of about 1 MiB (a znode
-                        // past it) after a small header chunk. Room reserved is only
-                        // address space until written; a buffer grown instead is
-                        // copied each time it grows.
-                        let room = (count as usize).saturating_mul(STREAM_CHUNK_BYTES * 5 / 4);
-                        let mut w = SnapshotFormWriter::with_capacity(count as usize, room);
+                        // Periodic snapshots cut chunks of about 1 MiB each
+                        // (`server::SNAPSHOT_CHUNK_BYTES`, plus the znode that crosses
+                        // it) after a small header chunk.
+                        let room = reserve_for(count, STREAM_CHUNK_BYTES + 4096);
+                        let slots = count.min(1 << 16) as usize;
+                        let mut w = SnapshotFormWriter::with_capacity(slots, room);
                         w.chunk(|out| out.put_slice(chunk));
                         Form::Keel(w)
                     }
@@ -466,6 +467,21 @@ impl ZabStore {
     fn write_current_epoch(&self, epoch: u32) -> Result<(), StorageError> {
         write_epoch_file(&self.snap_dir, CURRENT_EPOCH_FILE, epoch)
     }
+}
+
+/// The most [`ZabStore::try_snapshot`] reserves up front, bytes: a SNAP is at most
+/// 1 GiB (`max_snapshot_bytes`); a larger snapshot grows its buffer as it is read, and
+/// a damaged marker's chunk count is found out at its first missing chunk instead of
+/// by an allocation the machine refuses.
+const MAX_SNAPSHOT_RESERVE_BYTES: usize = 1 << 30;
+
+/// Room for `chunks` chunks of about `chunk_bytes` each, at most
+/// [`MAX_SNAPSHOT_RESERVE_BYTES`]. Room reserved is only address space until written;
+/// a buffer grown instead is copied each time it grows.
+fn reserve_for(chunks: u32, chunk_bytes: usize) -> usize {
+    (chunks as usize)
+        .saturating_mul(chunk_bytes)
+        .min(MAX_SNAPSHOT_RESERVE_BYTES)
 }
 
 /// Panics on a storage error: the trait has no error path, and a member cannot go on
@@ -515,20 +531,20 @@ impl ZabStorage for ZabStore {
             .unwrap_or_else(|e| fatal("read snapshot", e))
     }
 
-    /// ZooKeeper's measure, on keel's segment files: the segments after the one holding
-    /// `after` ([`RocksStorage::log_storage_bytes_after`]). Summing the txns' payloads
-    /// instead made a leader whose only snapshot was a small installed one send SNAP
-    /// where ZooKeeper's leader sends DIFF from the same log (the sync differential's
-    /// 800-txn case).
     /// The snapshot's chunks' payload bytes ([`RocksStorage::snapshot_payload_bytes`]):
-    /// the form's framing (4 bytes a chunk) is left out, which the 1/3 limit it is
-    /// weighed against does not feel.
+    /// keel's form without its framing (4 bytes a chunk), or a stream with its 16-byte
+    /// header chunk; the 1/3 limit it is weighed against feels neither.
     fn snapshot_bytes(&self) -> u64 {
         self.store
             .snapshot_payload_bytes()
             .unwrap_or_else(|e| fatal("snapshot size", e))
     }
 
+    /// ZooKeeper's measure, on keel's segment files: the segments after the one holding
+    /// `after` ([`RocksStorage::log_storage_bytes_after`]). Summing the txns' payloads
+    /// instead made a leader whose only snapshot was a small installed one send SNAP
+    /// where ZooKeeper's leader sends DIFF from the same log (the sync differential's
+    /// 800-txn case).
     fn log_bytes_after(&self, after: Zxid) -> u64 {
         to_i64(after)
             .and_then(|a| self.store.log_storage_bytes_after(a))
