@@ -2,9 +2,9 @@
 //! its data, packed into one record.
 //!
 //! A million-znode tree is mostly znodes, so their layout decides the server's memory
-//! (issue 5). A record is `[key length | key | header | data]`, the header a run of
-//! varints (see [`HeaderBuf::encode`]), most Stat fields stored as differences that are
-//! zero until the znode changes. The tree packs records into leaves
+//! (issue 5). A record is `[key length | key | header | data]`, the header a mask byte
+//! and a run of varints (see [`HeaderBuf::encode`]): most Stat fields are differences
+//! that are zero until the znode changes, and a zero takes no byte at all. The tree packs records into leaves
 //! ([`super::znode_set`]), where the key is the path without the leaf's shared prefix
 //! and czxid and ctime are relative to the leaf's [`Base`]; [`ZnodeRef`] reads one
 //! there. [`Znode`] is a record on its own, with the whole path, for building and
@@ -184,8 +184,9 @@ impl Fields {
     }
 }
 
-/// Longest header: 11 varints of at most 10 bytes, and the data tag.
-pub(super) const MAX_HEADER: usize = 11 * 10 + 1;
+/// Longest header: the mask byte, 10 varints of at most 10 bytes, and the ACL id with
+/// the null-data bit (33 bits: at most 5 bytes).
+pub(super) const MAX_HEADER: usize = 1 + 10 * 10 + 5;
 
 /// The header `fields` encode to against `base`, on the stack: the bytes and how many
 /// of them are used.
@@ -208,25 +209,40 @@ impl HeaderBuf {
         }
     }
 
+    /// `[mask | czxid - base | ctime - base | the nonzero ones of (mzxid - czxid,
+    /// pzxid - czxid, mtime - ctime, version, child_creates, aversion, numChildren,
+    /// ephemeralOwner) | acl << 1 | null data]`, zigzag varints but the mask (bit i set:
+    /// field i is stored) and the last (LEB128).
     fn encode(f: &Fields, base: Base) -> HeaderBuf {
         let mut h = HeaderBuf::new();
         let m = &f.meta;
-        // zxids and times as differences from creation: a znode never changed since
-        // (most of a large tree) stores each as one byte. Creation itself is relative
-        // to the leaf's base.
+        // The eight fields besides creation and the ACL, as differences from creation
+        // (zxids, times) or as they are: a znode never changed since (most of a large
+        // tree) has all of them 0, and only those that are not take bytes, named by a
+        // mask first. Creation itself is relative to the leaf's base.
+        let rest = [
+            m.mzxid.wrapping_sub(m.czxid),
+            m.pzxid.wrapping_sub(m.czxid),
+            m.mtime.wrapping_sub(m.ctime),
+            i64::from(m.version),
+            i64::from(m.child_creates),
+            i64::from(m.aversion),
+            i64::from(f.num_children),
+            m.ephemeral_owner,
+        ];
+        let mask = rest
+            .iter()
+            .enumerate()
+            .fold(0u8, |mask, (i, &v)| mask | (u8::from(v != 0) << i));
+        h.bytes[0] = mask;
+        h.len = 1;
         h.put_signed(m.czxid.wrapping_sub(base.czxid));
-        h.put_signed(m.mzxid.wrapping_sub(m.czxid));
-        h.put_signed(m.pzxid.wrapping_sub(m.czxid));
         h.put_signed(m.ctime.wrapping_sub(base.ctime));
-        h.put_signed(m.mtime.wrapping_sub(m.ctime));
-        h.put_signed(m.version as i64);
-        h.put_signed(m.child_creates as i64);
-        h.put_signed(m.aversion as i64);
-        h.put_signed(f.num_children as i64);
-        h.put_signed(m.ephemeral_owner);
-        h.put(f.acl as u64);
-        h.bytes[h.len] = u8::from(!f.null_data);
-        h.len += 1;
+        for v in rest.into_iter().filter(|&v| v != 0) {
+            h.put_signed(v);
+        }
+        // The ACL id and whether data is null share one varint.
+        h.put((u64::from(f.acl) << 1) | u64::from(f.null_data));
         h
     }
 
@@ -327,8 +343,8 @@ pub(super) fn encode_record(
 }
 
 /// A znode in the tree, borrowed: `[key length | key | header | data]`, the header a
-/// run of varints (see [`HeaderBuf::encode`]) of about 12 bytes for a znode with the
-/// common values, where fixed fields took 72. In the tree the key is the path without
+/// mask byte and varints (see [`HeaderBuf::encode`]), 4 or 5 bytes for a znode never
+/// changed since its creation, where fixed fields took 72. In the tree the key is the path without
 /// its leaf's prefix and czxid and ctime are relative to the leaf's [`Base`]; the tree
 /// hands out paths separately ([`super::znode_set::Entry`]).
 #[derive(Clone, Copy)]
@@ -532,19 +548,34 @@ impl<'a> ZnodeRef<'a> {
     pub(super) fn fields(&self) -> (Fields, usize) {
         let b = self.bytes;
         let mut at = self.header_start();
-        let czxid = self.base.czxid.wrapping_add(get_signed(b, &mut at));
-        let mzxid = czxid.wrapping_add(get_signed(b, &mut at));
-        let pzxid = czxid.wrapping_add(get_signed(b, &mut at));
-        let ctime = self.base.ctime.wrapping_add(get_signed(b, &mut at));
-        let mtime = ctime.wrapping_add(get_signed(b, &mut at));
-        let version = get_signed(b, &mut at) as i32;
-        let child_creates = get_signed(b, &mut at) as i32;
-        let aversion = get_signed(b, &mut at) as i32;
-        let num_children = get_signed(b, &mut at) as i32;
-        let ephemeral_owner = get_signed(b, &mut at);
-        let acl = get(b, &mut at) as u32;
-        let null_data = b[at] == 0;
+        let mask = b[at];
         at += 1;
+        let czxid = self.base.czxid.wrapping_add(get_signed(b, &mut at));
+        let ctime = self.base.ctime.wrapping_add(get_signed(b, &mut at));
+        let mut rest = [0i64; 8];
+        if mask != 0 {
+            for (i, v) in rest.iter_mut().enumerate() {
+                if mask & (1 << i) != 0 {
+                    *v = get_signed(b, &mut at);
+                }
+            }
+        }
+        let [mzxid, pzxid, mtime, version, child_creates, aversion, num_children, ephemeral_owner] =
+            rest;
+        let (mzxid, pzxid, mtime) = (
+            czxid.wrapping_add(mzxid),
+            czxid.wrapping_add(pzxid),
+            ctime.wrapping_add(mtime),
+        );
+        let (version, child_creates, aversion, num_children) = (
+            version as i32,
+            child_creates as i32,
+            aversion as i32,
+            num_children as i32,
+        );
+        let acl_and_null = get(b, &mut at);
+        let acl = (acl_and_null >> 1) as u32;
+        let null_data = acl_and_null & 1 != 0;
         let meta = ZnodeMeta {
             czxid,
             mzxid,
