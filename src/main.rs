@@ -109,11 +109,13 @@ fn tune_allocator() {
     // leader 128-133 B with the default, 123 B with 1 ms (followers 123-134 and 123),
     // as with 0 ms; set throughput through the leader the same or better (three
     // alternated runs of 400,000 sets: 6.0/5.4/4.6 s against 6.5/6.0/4.9 s).
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+    let named = |v| std::env::var_os(v).is_some();
+    // v3 also reads the option under its old name.
+    if !named("MIMALLOC_PURGE_DELAY") && !named("MIMALLOC_RESET_DELAY") {
         // mimalloc.h's mi_option_e: purge_delay is the 16th in v2 and v3 alike
         // (libmimalloc-sys exports only some options as constants). Checked against
         // the documented defaults first, so a mimalloc with another order is left as
-        // it is. `MIMALLOC_VERBOSE=1` prints the value in use.
+        // it is. (`MIMALLOC_VERBOSE=1` prints the options as they were before this.)
         const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
         // SAFETY: mi_option_get/set read and write mimalloc's option table; not thread
         // safe, and no other thread exists yet.

@@ -3,9 +3,9 @@
 //!
 //! A million-znode tree is mostly znodes, so their layout decides the server's memory
 //! (issue 5). A record is `[key length | key | header | data]`, the header a mask byte
-//! and a run of varints (see [`HeaderBuf::encode`]): most Stat fields are differences
-//! that are zero until the znode changes, and a zero takes no byte at all. The tree packs records into leaves
-//! ([`super::znode_set`]), where the key is the path without the leaf's shared prefix
+//! and a run of varints (see [`HeaderBuf::encode`]): eight of the Stat fields are zero
+//! (or differences that are zero) until the znode changes, and those take no byte
+//! until then. The tree packs records into leaves ([`super::znode_set`]), where the key is the path without the leaf's shared prefix
 //! and czxid and ctime are relative to the leaf's [`Base`]; [`ZnodeRef`] reads one
 //! there. [`Znode`] is a record on its own, with the whole path, for building and
 //! changing one. The ACL is an id into the tree's
@@ -343,8 +343,9 @@ pub(super) fn encode_record(
 }
 
 /// A znode in the tree, borrowed: `[key length | key | header | data]`, the header a
-/// mask byte and varints (see [`HeaderBuf::encode`]), 4 or 5 bytes for a znode never
-/// changed since its creation, where fixed fields took 72. In the tree the key is the path without
+/// mask byte and varints (see [`HeaderBuf::encode`]), 4 or 5 bytes for a persistent
+/// znode never changed since its creation within 63 zxids and 63 ms of its leaf's
+/// base (an ephemeralOwner adds up to 10), where fixed fields took 72. In the tree the key is the path without
 /// its leaf's prefix and czxid and ctime are relative to the leaf's [`Base`]; the tree
 /// hands out paths separately ([`super::znode_set::Entry`]).
 #[derive(Clone, Copy)]
@@ -422,7 +423,8 @@ impl Znode {
     }
 
     /// Changes header fields: in place when the new header is as long as the old,
-    /// else into a new allocation (a field that grew past its varint's bytes).
+    /// else into a new allocation (a field that grew past its varint's bytes, or went
+    /// from zero to nonzero or back: see [`HeaderBuf::encode`]).
     pub(super) fn update(&mut self, f: impl FnOnce(&mut Fields)) {
         let start = self.view().header_start();
         let (mut fields, end) = self.view().fields();
