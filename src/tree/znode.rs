@@ -5,10 +5,10 @@
 //! (issue 5). A record is `[key length | key | header | data]`, the header a mask byte
 //! and a run of varints (see [`HeaderBuf::encode`]): eight of the Stat fields are zero
 //! (or differences that are zero) until the znode changes, and those take no byte
-//! until then. The tree packs records into leaves ([`super::znode_set`]), where the key is the path without the leaf's shared prefix
-//! and czxid and ctime are relative to the leaf's [`Base`]; [`ZnodeRef`] reads one
-//! there. [`Znode`] is a record on its own, with the whole path, for building and
-//! changing one. The ACL is an id into the tree's
+//! until then. The tree packs records into leaves ([`super::znode_set`]), where the key
+//! is the path without the leaf's shared prefix and czxid and ctime are relative to the
+//! leaf's [`Base`]; [`ZnodeRef`] reads one there. [`Znode`] is a record on its own, with
+//! the whole path, for building and changing one. The ACL is an id into the tree's
 //! [`AclCache`](super::acl_cache::AclCache), and a znode's children are the paths below
 //! it in path order, so only their count is stored here.
 
@@ -345,9 +345,9 @@ pub(super) fn encode_record(
 /// A znode in the tree, borrowed: `[key length | key | header | data]`, the header a
 /// mask byte and varints (see [`HeaderBuf::encode`]), 4 or 5 bytes for a persistent
 /// znode never changed since its creation within 63 zxids and 63 ms of its leaf's
-/// base (an ephemeralOwner adds up to 10), where fixed fields took 72. In the tree the key is the path without
-/// its leaf's prefix and czxid and ctime are relative to the leaf's [`Base`]; the tree
-/// hands out paths separately ([`super::znode_set::Entry`]).
+/// base (an ephemeralOwner adds up to 10), where fixed fields took 72. In the tree the
+/// key is the path without its leaf's prefix and czxid and ctime are relative to the
+/// leaf's [`Base`]; the tree hands out paths separately ([`super::znode_set::Entry`]).
 #[derive(Clone, Copy)]
 pub struct ZnodeRef<'a> {
     bytes: &'a [u8],

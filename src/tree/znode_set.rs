@@ -578,10 +578,10 @@ impl ZnodeSet {
     /// decoded and changes them. The new header overwrites the old one in its leaf when
     /// it is as long, as it nearly always is (a varint grows a byte only past 2^6,
     /// 2^13, ..., and a field takes its first byte when it leaves zero: a parent's first
-    /// child, a znode's first setACL); else the znode is rebuilt and put back. No owned copy of the znode,
-    /// one search: a parent's update on every create and delete. `f` also gets the
-    /// znode's data (to hash it, see [`super::digest`]); its result is returned.
-    /// Returns `None`, without calling `f`, if there is no such znode.
+    /// child, a znode's first setACL); else the znode is rebuilt and put back. No owned
+    /// copy of the znode, one search: a parent's update on every create and delete. `f`
+    /// also gets the znode's data (to hash it, see [`super::digest`]); its result is
+    /// returned. Returns `None`, without calling `f`, if there is no such znode.
     pub(super) fn update_fields<R>(
         &mut self,
         path: &[u8],
