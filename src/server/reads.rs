@@ -30,7 +30,7 @@ impl Server {
     fn children_of(&self, p: &str, ids: &[Id]) -> Result<(Vec<String>, jute::Stat), ErrorCode> {
         let node = self.read_check(p, perm::READ, ids)?;
         Ok((
-            self.tree.children(p).map(str::to_string).collect(),
+            self.tree.children(p).map(String::from).collect(),
             node.stat(),
         ))
     }

@@ -9,8 +9,53 @@
 use super::znode_set::{Entry, Iter, ZnodeSet};
 use std::ops::Bound;
 
-/// Iterator over the child names of one znode, in name order (`&str` borrowed from the
-/// tree). Also yields nothing for a path without children or without a znode.
+/// A child's name, borrowed from the tree: the end of its leaf's prefix, then the start
+/// of its key (a leaf's prefix can stop inside a name, see [`super::znode_set`]). Both
+/// parts are UTF-8, since a prefix ends on a character boundary. `Display` writes it;
+/// `String::from` copies it out.
+#[derive(Clone, Copy, Debug)]
+pub struct ChildName<'a> {
+    head: &'a [u8],
+    tail: &'a [u8],
+}
+
+impl ChildName<'_> {
+    /// The name's length in bytes (what getChildren's byte counts add up).
+    pub fn len(&self) -> usize {
+        self.head.len() + self.tail.len()
+    }
+
+    /// Whether the name is empty (never, for a znode's child).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl std::fmt::Display for ChildName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&String::from_utf8_lossy(self.head))?;
+        f.write_str(&String::from_utf8_lossy(self.tail))
+    }
+}
+
+impl From<ChildName<'_>> for String {
+    fn from(n: ChildName<'_>) -> String {
+        let mut s = String::with_capacity(n.len());
+        s.push_str(&String::from_utf8_lossy(n.head));
+        s.push_str(&String::from_utf8_lossy(n.tail));
+        s
+    }
+}
+
+impl PartialEq<&str> for ChildName<'_> {
+    fn eq(&self, other: &&str) -> bool {
+        let o = other.as_bytes();
+        o.len() == self.len() && o.starts_with(self.head) && o.ends_with(self.tail)
+    }
+}
+
+/// Iterator over the child names of one znode, in name order ([`ChildName`]s borrowed
+/// from the tree). Also yields nothing for a path without children or without a znode.
 pub struct Children<'a> {
     nodes: &'a ZnodeSet,
     /// `P/`, or `/` for the root.
@@ -71,9 +116,9 @@ impl<'a> Children<'a> {
 }
 
 impl<'a> Iterator for Children<'a> {
-    type Item = &'a str;
+    type Item = ChildName<'a>;
 
-    fn next(&mut self) -> Option<&'a str> {
+    fn next(&mut self) -> Option<ChildName<'a>> {
         while !self.done {
             let e = self.iter.next()?;
             if !e.starts_with(&self.prefix) {
@@ -81,26 +126,27 @@ impl<'a> Iterator for Children<'a> {
                 self.done = true;
                 return None;
             }
-            // The path after `P/`. A leaf's prefix ends with '/', so when it reaches
-            // past `P/` the path has a further '/': a descendant, not a child.
-            let (rest, in_key) = match e.prefix().len().checked_sub(self.prefix.len()) {
-                Some(over) if over > 0 => (&e.prefix()[self.prefix.len()..], false),
-                _ => (&e.key()[self.prefix.len() - e.prefix().len()..], true),
+            // The path after `P/`: what is left of the leaf's prefix, then the key.
+            let (head, tail) = match e.prefix().get(self.prefix.len()..) {
+                Some(head) => (head, e.key()),
+                None => (&[][..], &e.key()[self.prefix.len() - e.prefix().len()..]),
             };
-            match rest.iter().position(|&b| b == b'/') {
-                None if in_key => return std::str::from_utf8(rest).ok(),
-                // A descendant: jump past the subtree of the child it lies under (a
-                // child already listed, or one whose znode is missing, which a fuzzy
-                // snapshot can leave until the log is replayed; not a child then).
-                slash => {
-                    let slash = slash.unwrap_or(rest.len());
-                    let mut seek = Vec::with_capacity(self.prefix.len() + slash + 1);
-                    seek.extend_from_slice(&self.prefix);
-                    seek.extend_from_slice(&rest[..slash]);
-                    seek.push(b'0');
-                    self.iter = self.nodes.range_from(Bound::Included(seek.as_slice()));
-                }
-            }
+            let slash = match head.iter().position(|&b| b == b'/') {
+                Some(i) => Some(i),
+                None => tail.iter().position(|&b| b == b'/').map(|i| head.len() + i),
+            };
+            let Some(slash) = slash else {
+                return Some(ChildName { head, tail });
+            };
+            // A descendant: jump past the subtree of the child it lies under (a child
+            // already listed, or one whose znode is missing, which a fuzzy snapshot can
+            // leave until the log is replayed; not a child then).
+            let mut seek = Vec::with_capacity(self.prefix.len() + slash + 1);
+            seek.extend_from_slice(&self.prefix);
+            seek.extend_from_slice(&head[..slash.min(head.len())]);
+            seek.extend_from_slice(&tail[..slash.saturating_sub(head.len())]);
+            seek.push(b'0');
+            self.iter = self.nodes.range_from(Bound::Included(seek.as_slice()));
         }
         None
     }

@@ -16,7 +16,7 @@ pub mod znode_set;
 
 use crate::proto::ErrorCode;
 use acl_cache::AclCache;
-pub use children::Children;
+pub use children::{ChildName, Children};
 use jute::{Acl, Id, Stat};
 use quota::StatsTrack;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
@@ -1008,6 +1008,11 @@ mod tests {
         );
     }
 
+    /// The names `c` yields, copied out.
+    fn names(c: Children<'_>) -> Vec<String> {
+        c.map(String::from).collect()
+    }
+
     #[test]
     fn children_listed_in_name_order_skipping_subtrees() {
         let mut t = DataTree::new();
@@ -1015,13 +1020,10 @@ mod tests {
         for (i, p) in paths.iter().enumerate() {
             t.create(p, None, &open(), 0, 1, 2 + i as i64, 0).unwrap();
         }
-        let names: Vec<&str> = t.children("/a").collect();
-        assert_eq!(names, ["a", "a-b", "b", "b0"]);
-        assert_eq!(
-            t.children("/").collect::<Vec<_>>(),
-            ["a", "ab", "zookeeper"]
-        );
-        assert_eq!(t.children("/a/b").collect::<Vec<_>>(), ["c"]);
+        let listed = names(t.children("/a"));
+        assert_eq!(listed, ["a", "a-b", "b", "b0"]);
+        assert_eq!(names(t.children("/")), ["a", "ab", "zookeeper"]);
+        assert_eq!(names(t.children("/a/b")), ["c"]);
         assert_eq!(t.children("/nope").count(), 0);
         assert_eq!(t.get("/a").unwrap().stat().num_children, 4);
         assert_eq!(t.descendant_count("/a"), 5);
@@ -1030,6 +1032,56 @@ mod tests {
         assert_eq!(t.node_count(), 5);
         assert_eq!(t.get("/").unwrap().stat().num_children, 2);
         assert_eq!(t.get("/").unwrap().pzxid(), 20);
+    }
+
+    /// A leaf's prefix can stop inside a name (counting names share their leading
+    /// digits; "é" and "è" share their first byte): names are whole and UTF-8 all the
+    /// same, and a descendant whose '/' lies in the prefix is skipped.
+    #[test]
+    fn child_names_that_begin_in_a_leaf_prefix_come_out_whole() {
+        let mut t = DataTree::new();
+        t.create("/d", None, &open(), 0, 1, 2, 0).unwrap();
+        let mut want = Vec::new();
+        for i in 0..300 {
+            let name = format!("n{i:010}");
+            t.create(
+                &format!("/d/{name}"),
+                Some(&[7u8; 40][..]),
+                &open(),
+                0,
+                1,
+                3 + i,
+                0,
+            )
+            .unwrap();
+            if i % 50 == 0 {
+                let below = format!("/d/{name}/x{i:05}");
+                t.create(&below, None, &open(), 0, 1, 3 + i, 0).unwrap();
+            }
+            want.push(name);
+        }
+        for (i, name) in ["\u{e9}t\u{e9}", "\u{e8}re", "\u{e9}t\u{e9}s"]
+            .iter()
+            .enumerate()
+        {
+            t.create(
+                &format!("/d/{name}"),
+                None,
+                &open(),
+                0,
+                1,
+                400 + i as i64,
+                0,
+            )
+            .unwrap();
+        }
+        want.extend(["\u{e8}re", "\u{e9}t\u{e9}", "\u{e9}t\u{e9}s"].map(String::from));
+        assert_eq!(names(t.children("/d")), want);
+        assert_eq!(t.get("/d").unwrap().stat().num_children, 303);
+        assert_eq!(names(t.children("/d/n0000000050")), ["x00050"]);
+        let lens: usize = t.children("/d").map(|n| n.len()).sum();
+        assert_eq!(lens, want.iter().map(String::len).sum::<usize>());
+        assert!(t.children("/d").zip(&want).all(|(n, w)| n == w.as_str()));
     }
 
     #[test]
@@ -1042,19 +1094,16 @@ mod tests {
         for (i, p) in paths.iter().enumerate() {
             t.create(p, None, &open(), 0, 1, 2 + i as i64, 0).unwrap();
         }
-        let all: Vec<&str> = t.children("/p").collect();
+        let all = names(t.children("/p"));
         assert_eq!(all, ["a", "a!", "a0", "b"]);
-        let after = |name: &str| t.children_after("/p", name).collect::<Vec<_>>();
+        let after = |name: &str| names(t.children_after("/p", name));
         assert_eq!(after(""), all);
         assert_eq!(after("a"), ["a!", "a0", "b"]);
         assert_eq!(after("a!"), ["a0", "b"]);
         assert_eq!(after("a0"), ["b"]);
         assert_eq!(after("aa"), ["b"]);
         assert!(after("b").is_empty());
-        assert_eq!(
-            t.children_after("/", "p").collect::<Vec<_>>(),
-            ["q", "zookeeper"]
-        );
+        assert_eq!(names(t.children_after("/", "p")), ["q", "zookeeper"]);
     }
 
     /// `create` counts children already there only below paths a load found missing,
@@ -1130,7 +1179,7 @@ mod tests {
         assert_eq!(t.get("/").unwrap().stat().num_children, 1);
         t.create_or_replace("/x", None, &open(), 0, 1, 5, 0)
             .unwrap();
-        assert_eq!(t.children("/x").collect::<Vec<_>>(), ["y"]);
+        assert_eq!(names(t.children("/x")), ["y"]);
         t.create_or_replace("/x/y", None, &open(), 0, 1, 6, 0)
             .unwrap();
         let x = t.get("/x").unwrap().stat();
@@ -1272,7 +1321,7 @@ mod tests {
                     .filter_map(|q| q.strip_prefix(&prefix))
                     .filter(|rest| !rest.contains('/'))
                     .collect();
-                let got: Vec<&str> = t.children(&p).collect();
+                let got = names(t.children(&p));
                 proptest::prop_assert_eq!(&got, &want, "children of {}", p);
                 proptest::prop_assert_eq!(t.get(&p).unwrap().num_children() as usize, want.len());
                 let below = model.iter().filter(|q| q.starts_with(&prefix)).count();
