@@ -11,9 +11,9 @@ use std::ops::Bound;
 
 /// A child's name, borrowed from the tree: the end of its leaf's prefix, then the start
 /// of its key (a leaf's prefix can stop inside a name, see [`super::znode_set`]). Both
-/// parts are UTF-8, since a prefix ends on a character boundary. `Display` writes it;
-/// `String::from` copies it out.
-#[derive(Clone, Copy, Debug)]
+/// parts are UTF-8, since a prefix ends on a character boundary. `Display` writes it
+/// (honouring width and fill); `String::from` copies it out.
+#[derive(Clone, Copy)]
 pub struct ChildName<'a> {
     head: &'a [u8],
     tail: &'a [u8],
@@ -33,8 +33,17 @@ impl ChildName<'_> {
 
 impl std::fmt::Display for ChildName<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&String::from_utf8_lossy(self.head))?;
-        f.write_str(&String::from_utf8_lossy(self.tail))
+        if self.head.is_empty() {
+            f.pad(&String::from_utf8_lossy(self.tail))
+        } else {
+            f.pad(&String::from(*self))
+        }
+    }
+}
+
+impl std::fmt::Debug for ChildName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&String::from(*self), f)
     }
 }
 
