@@ -46,6 +46,7 @@ pub mod tls;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -202,9 +203,53 @@ pub(crate) struct Shared {
     /// Peers whose current quorum connection was dropped by this side (a full queue)
     /// or replaced by a newer incoming one: the inbox reports them before anything
     /// else it holds.
-    pub(crate) lost: Mutex<BTreeSet<Sid>>,
+    pub(crate) lost: LostPeers,
     pub(crate) events: mpsc::Sender<Event>,
     tasks: Mutex<JoinSet<()>>,
+}
+
+/// The peers of [`Shared::lost`], with a flag read without the lock: the inbox asks for
+/// every message it hands the core (a leader under load: a REQUEST and an ACK from each
+/// follower per write), and the set is nearly always empty. The flag is stored under
+/// the lock at every change, so once the set's last change is visible it tells the
+/// truth; a loss recorded before an event was sent is seen by whoever receives that
+/// event (the channel orders the two).
+#[derive(Default)]
+pub(crate) struct LostPeers {
+    set: Mutex<BTreeSet<Sid>>,
+    any: AtomicBool,
+}
+
+impl LostPeers {
+    /// Records that `peer`'s connection was lost.
+    pub(crate) fn insert(&self, peer: Sid) {
+        let mut set = self.set.lock();
+        set.insert(peer);
+        self.any.store(true, Ordering::Release);
+    }
+
+    /// Forgets a loss of `peer`'s connection.
+    pub(crate) fn remove(&self, peer: Sid) {
+        let mut set = self.set.lock();
+        set.remove(&peer);
+        self.any.store(!set.is_empty(), Ordering::Release);
+    }
+
+    /// Takes the lowest peer recorded, if any.
+    pub(crate) fn pop_first(&self) -> Option<Sid> {
+        if !self.any.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut set = self.set.lock();
+        let peer = set.pop_first();
+        self.any.store(!set.is_empty(), Ordering::Release);
+        peer
+    }
+
+    /// Whether no loss is recorded.
+    pub(crate) fn is_empty(&self) -> bool {
+        !self.any.load(Ordering::Acquire)
+    }
 }
 
 impl Shared {
@@ -408,7 +453,7 @@ impl PeerNet {
             static_config,
             peers: Mutex::new(Peers::default()),
             quorum: Mutex::new(quorum::Slots::default()),
-            lost: Mutex::new(BTreeSet::new()),
+            lost: LostPeers::default(),
             events,
             tasks: Mutex::new(JoinSet::new()),
         });
@@ -692,7 +737,7 @@ impl PeerInbox {
     /// the first message of an unadmitted quorum connection, which stays held.
     fn next_ready(&mut self, stop_at_new_connection: bool) -> Option<Input> {
         loop {
-            if let Some(peer) = self.shared.lost.lock().pop_first() {
+            if let Some(peer) = self.shared.lost.pop_first() {
                 return Some(Input::Disconnected { peer });
             }
             let event = match self.held.take() {
@@ -700,20 +745,31 @@ impl PeerInbox {
                 None => self.rx.try_recv().ok()?,
             };
             // A loss recorded while the event was queued happened before it.
-            if !self.shared.lost.lock().is_empty() {
+            if !self.shared.lost.is_empty() {
                 self.held = Some(event);
                 continue;
             }
             if let Event::Quorum {
-                from, generation, ..
-            } = &event
+                from,
+                generation,
+                msg,
+            } = event
             {
-                if stop_at_new_connection
-                    && self.shared.quorum.lock().is_unadmitted(*from, *generation)
-                {
-                    self.held = Some(event);
+                // One lock for the check and the admission: this is every message.
+                let mut quorum = self.shared.quorum.lock();
+                if stop_at_new_connection && quorum.is_unadmitted(from, generation) {
+                    drop(quorum);
+                    self.held = Some(Event::Quorum {
+                        from,
+                        generation,
+                        msg,
+                    });
                     return None;
                 }
+                if quorum.admit(from, generation) {
+                    return Some(Input::Message { from, msg });
+                }
+                continue;
             }
             if let Some(input) = self.admit(event) {
                 return Some(input);

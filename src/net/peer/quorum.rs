@@ -386,7 +386,7 @@ fn drop_full(shared: &Shared, slots: &mut Slots, to: Sid) {
         shared.params.queue_bytes
     );
     slots.slots.remove(&to);
-    shared.lost.lock().insert(to);
+    shared.lost.insert(to);
 }
 
 /// A corked batch is queued once it holds this many bytes: the peer's writer then
@@ -543,7 +543,7 @@ fn open(shared: &Arc<Shared>, to: Sid, msg: &Message) {
         return;
     };
     // The core replaces the connection itself: an older loss is no news to it.
-    shared.lost.lock().remove(&to);
+    shared.lost.remove(to);
     let installed = shared.quorum.lock().install(
         to,
         Side::Learner,
@@ -606,7 +606,7 @@ fn open(shared: &Arc<Shared>, to: Sid, msg: &Message) {
 
 /// Closes `peer`'s connection, unreported (Action::CloseConnection).
 pub(crate) fn close(shared: &Shared, peer: Sid) {
-    shared.lost.lock().remove(&peer);
+    shared.lost.remove(peer);
     shared.quorum.lock().slots.remove(&peer);
 }
 
@@ -691,7 +691,7 @@ async fn accept(shared: Arc<Shared>, mut stream: PeerStream, addr: SocketAddr) -
             shared.params.queue_bytes,
         );
         if installed.replaced {
-            shared.lost.lock().insert(sid);
+            shared.lost.insert(sid);
         }
         installed
     };
