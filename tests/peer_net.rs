@@ -14,6 +14,8 @@
 //!   the one the larger sid opened;
 //! - a peer that stops reading fills its queue and loses its connection (reported),
 //!   while another peer gets every message and the sender never waits;
+//! - a learner's messages read at once reach the core in order, and once the core closes
+//!   the connection amid them, none of the rest does;
 //! - with quorum TLS (`sslQuorum`, ports 17800-17899), two members with certificates
 //!   from the trust store exchange notifications, while one with an untrusted CA's
 //!   certificate and one in plaintext are heard by neither and hear neither.
@@ -1026,4 +1028,55 @@ async fn commit_heard(inbox: &mut PeerInbox, within: Duration) -> Option<Zxid> {
     })
     .await
     .ok()
+}
+
+/// A learner's messages that one read brings reach the core one input each and in
+/// order; when the core closes the connection between two of them, the rest, already
+/// decoded and queued in the inbox, is lost with the connection (Zab's stream has no gaps: a message may be lost only with its
+/// connection, never skipped on one that goes on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_closed_amid_one_reads_messages_delivers_none_after() {
+    logs();
+    let base = 3390;
+    let servers = servers(base, 2);
+    let (net, mut inbox) = start_net(1, &servers).await;
+    const SENT: u64 = 200;
+    const TAKEN: u64 = 150;
+    let mut bytes = follower_info(2);
+    for zxid in 1..=SENT {
+        encode_message(&Message::Ack { zxid }, Side::Learner, &mut bytes).unwrap();
+    }
+    // One write: the member reads the lot at once (about 5 KB), so the ACKs after the
+    // 150th are in the inbox, decoded, when the core closes the connection.
+    let mut learner = dial(quorum_port(base, 1)).await;
+    learner.write_all(&bytes).await.expect("write");
+    assert!(matches!(
+        message_from_2(&mut inbox).await,
+        Message::FollowerInfo { sid: 2, .. }
+    ));
+    // Every ACK but the first taken as the core drains, without waiting.
+    let mut acks = vec![message_from_2(&mut inbox).await];
+    while (acks.len() as u64) < TAKEN {
+        match inbox.try_recv() {
+            Some(Input::Message { from: 2, msg }) => acks.push(msg),
+            Some(other) => panic!("not a message from server.2: {other:?}"),
+            None => acks.push(message_from_2(&mut inbox).await),
+        }
+    }
+    let want: Vec<Message> = (1..=TAKEN).map(|zxid| Message::Ack { zxid }).collect();
+    assert_eq!(acks, want, "the ACKs in the order sent");
+    net.close(2);
+    let after = tokio::time::timeout(Duration::from_millis(500), inbox.recv()).await;
+    assert!(
+        after.is_err(),
+        "after the core closed the connection the inbox gave {after:?}"
+    );
+}
+
+/// The next input, which must be a message from server.2.
+async fn message_from_2(inbox: &mut PeerInbox) -> Message {
+    match tokio::time::timeout(DEADLINE, inbox.recv()).await {
+        Ok(Input::Message { from: 2, msg }) => msg,
+        other => panic!("not a message from server.2: {other:?}"),
+    }
 }
