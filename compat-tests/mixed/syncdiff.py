@@ -21,6 +21,10 @@ Cases, in this order:
   ZooKeeper looks in its txn log ("Use txnlog and committedLog", bounded by
   zookeeper.snapshotSizeFactor) and sends DIFF from it, or SNAP: whichever it chooses,
   keel must choose the same.
+- ORPHAN: sid 2 is killed so that sids 1 and 3 elect sid 3 (the highest of equal
+  zxids), and sid 2 rejoins; then as TRUNC, except that sid 2, leading, commits 20
+  creates before sid 3 restarts: its 5 txns of the old epoch lie past the last txn the
+  two share, beside txns of the new epoch.
 The mode each leader chose is read from its log: keel's `sync with learner: MODE to sid
 N, from zxid X to Y`; ZooKeeper's LearnerHandler `Synchronizing with Learner sid: N ...
 peerLastZxid=X` followed by `Sending DIFF zxid=Y ... for peer sid: N` or `Sending
@@ -48,7 +52,7 @@ from sync import Failed, agree, check, log_size, orphan_old_leader, wait_roles, 
 SMALL_N = int(os.environ.get("SYNCDIFF_SMALL_N", "100"))
 LARGE_N = int(os.environ.get("SYNCDIFF_LARGE_N", "800"))
 
-CASES = ("TRUNC", "DIFF", "WIPED", "LARGE")
+CASES = ("TRUNC", "DIFF", "WIPED", "LARGE", "ORPHAN")
 KEEL_SYNC = re.compile(
     r"sync with learner: (DIFF|TRUNC|SNAP) to sid (\d+), from zxid (0x[0-9a-f]+) to (0x[0-9a-f]+)")
 ZK_START = re.compile(r"Synchronizing with Learner sid: (\d+) .*peerLastZxid=(0x[0-9a-f]+)")
@@ -149,7 +153,17 @@ def case_trunc(members, acked):
         first.start()
         first, _ = wait_roles(members)
     check(first.sid == 3, "TRUNC: sid %d leads at the start, expected 3" % first.sid)
-    old, new, unacked = orphan_old_leader(members, acked, "trunc")
+    old, new, unacked = orphan_to_sid_2(members, acked, "TRUNC")
+    mode, peer, upto = restart_and_sync(members, old, new, "TRUNC")
+    write(members, "after-trunc", 20, acked)
+    return old, new, mode, peer, upto, agree(members, acked, absent=unacked)
+
+
+def orphan_to_sid_2(members, acked, case):
+    """The leader, sid 3, logs 5 txns alone and dies with them (ensemble/sync.py
+    orphan_old_leader); sid 2 leads sids 1 and 2 after it. Returns (sid 3, sid 2, the
+    paths never acknowledged)."""
+    old, new, unacked = orphan_old_leader(members, acked, case.lower())
     rest = [m for m in members if m is not old]
     for _ in range(3):
         if new.sid == 2:
@@ -159,9 +173,28 @@ def case_trunc(members, acked):
         new.kill9()
         new.start()
         new, _ = wait_roles(rest)
-    check(new.sid == 2, "TRUNC: sid %d leads after the orphaning, expected 2" % new.sid)
-    mode, peer, upto = restart_and_sync(members, old, new, "TRUNC")
-    write(members, "after-trunc", 20, acked)
+    check(new.sid == 2, "%s: sid %d leads after the orphaning, expected 2" % (case, new.sid))
+    return old, new, unacked
+
+
+def case_orphan(members, acked):
+    """As TRUNC, but the new leader writes before the old one rejoins: its txns of
+    the old epoch lie beside ones of a newer epoch that it lacks."""
+    leader, _ = wait_roles(members)
+    for _ in range(3):
+        if leader.sid == 3:
+            break
+        # Of equal zxids the highest sid wins: without the leader (sid 2 after the
+        # cases before), sids 1 and 3 elect sid 3, and sid 2 rejoins as a follower.
+        leader.kill9()
+        wait_roles([m for m in members if m is not leader])
+        leader.start()
+        leader, _ = wait_roles(members)
+    check(leader.sid == 3, "ORPHAN: sid %d leads at the start, expected 3" % leader.sid)
+    check(wait_serving(members), "ORPHAN: the ensemble did not serve again")
+    old, new, unacked = orphan_to_sid_2(members, acked, "ORPHAN")
+    write([m for m in members if m is not old], "orphan-after", 20, acked)
+    mode, peer, upto = restart_and_sync(members, old, new, "ORPHAN")
     return old, new, mode, peer, upto, agree(members, acked, absent=unacked)
 
 
@@ -211,7 +244,8 @@ def run(root, out_path):
     steps = (("TRUNC", lambda: case_trunc(members, acked)),
              ("DIFF", lambda: case_stopped(members, acked, "DIFF", SMALL_N, 16)),
              ("WIPED", lambda: case_stopped(members, acked, "WIPED", 50, 16, wiped=True)),
-             ("LARGE", lambda: case_stopped(members, acked, "LARGE", LARGE_N, 1024)))
+             ("LARGE", lambda: case_stopped(members, acked, "LARGE", LARGE_N, 1024)),
+             ("ORPHAN", lambda: case_orphan(members, acked)))
     for case, step in steps:
         f, leader, mode, peer, upto, n = step()
         results[case] = {"mode": mode, "peer": peer, "upto": upto, "znodes": n,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The sync-mode differential (issue 17 d): the same scripted sequences (syncdiff.py:
 # TRUNC of an old leader's uncommitted txns, DIFF after a few writes, a follower
-# stopped past ZooKeeper's committed log, a wiped follower) on a ZooKeeper-led ensemble (zk,zk,zk) and on
+# stopped past ZooKeeper's committed log, a wiped follower, an old leader that rejoins
+# after the new one wrote: SNAP) on a ZooKeeper-led ensemble (zk,zk,zk) and on
 # a keel-led one (zk,keel,zk), the synced member a ZooKeeper follower in both. Passes
 # when every case's dumps agree on all members in both runs and both leaders chose the
 # same DIFF / TRUNC / SNAP in every case (read from their logs), and the ZooKeeper
