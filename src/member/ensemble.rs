@@ -173,6 +173,29 @@ fn io_err(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }
 
+/// Refuses to start on a txn log whose txns after the snapshot skip a zxid
+/// ([`zab::log::first_hole`]): the store is damaged, and serving on would commit the
+/// txns around the hole without those in it, here and, leading, on every learner synced
+/// from this log. Nothing is rewritten: the operator removes the member's dataDir (all
+/// but myid) and it rejoins by SNAP.
+///
+/// Errors: the hole, with the zxids around it and the directories.
+fn refuse_a_hole(config: &Config, recovered: &zab::Recovered) -> std::io::Result<()> {
+    let Some((before, after)) = zab::log::first_hole(recovered.snapshot_zxid, &recovered.log)
+    else {
+        return Ok(());
+    };
+    Err(io_err(format!(
+        "the txn log in {} skips from zxid 0x{before:x} to 0x{after:x} (the snapshot is at \
+         0x{:x}; the txns after it must follow one another): this member's store is \
+         damaged, or was written by a keel older than 6170501; remove dataDir {} (all but \
+         myid) and the member rejoins by SNAP",
+        config.data_log_dir.display(),
+        recovered.snapshot_zxid,
+        config.data_dir.display()
+    )))
+}
+
 /// Converts the dataDir a ZooKeeper member left (its snapshots, logs and epochs) into
 /// this member's store in place ([`crate::import::ensemble::convert`]), so it rejoins
 /// by DIFF. ZooKeeper's files are only read.
@@ -235,6 +258,7 @@ pub async fn run(
     let store = ZabStore::open(&config.data_dir, &config.data_log_dir, config.force_sync)
         .map_err(io_err)?;
     let recovered = store.try_recover().map_err(io_err)?;
+    refuse_a_hole(&config, &recovered)?;
     let (_, snapshot) = store.try_snapshot().map_err(io_err)?;
     let durable = recovered
         .log

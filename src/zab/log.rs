@@ -184,9 +184,68 @@ pub fn follows(last: Zxid, next: Zxid) -> bool {
     }
 }
 
+/// The first place where `txns`, logged after `base` (the snapshot's zxid) in
+/// ascending order, skip a zxid: `(before, after)` with `after` not [`follows`]
+/// `before`. A zxid at or below the one before it (ZooKeeper 3.8 can log a txn twice,
+/// ZOOKEEPER-4712) is passed over, as [`Log::new`] passes over it.
+///
+/// A member's txns after its snapshot always follow one another: it logs a PROPOSAL only
+/// right after its last txn (`append_next`), a TRUNC cuts the log's tail, and a SNAP
+/// replaces the snapshot and the whole log. A hole means the store is damaged (or was
+/// written by a keel before 6170501, whose learners could log a DIFF with a gap): the
+/// member's state would miss the txns in it once they commit, and as a leader it would
+/// send the hole to its learners.
+pub fn first_hole(base: Zxid, txns: &[Txn]) -> Option<(Zxid, Zxid)> {
+    let mut last = base;
+    for t in txns {
+        if t.zxid <= last {
+            continue;
+        }
+        if !follows(last, t.zxid) {
+            return Some((last, t.zxid));
+        }
+        last = t.zxid;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hole_is_named_by_the_zxids_around_it() {
+        let txns = |ids: &[(u32, u32)]| -> Vec<Txn> { ids.iter().map(|&(e, c)| t(e, c)).collect() };
+        assert_eq!(first_hole(0, &[]), None);
+        assert_eq!(
+            first_hole(zxid(2, 5), &txns(&[(2, 6), (2, 7), (3, 1)])),
+            None
+        );
+        assert_eq!(
+            first_hole(zxid(2, 5), &txns(&[(2, 6), (2, 6), (2, 7)])),
+            None,
+            "a doubled txn is passed over"
+        );
+        assert_eq!(
+            first_hole(zxid(2, 0), &txns(&[(2, 1)])),
+            None,
+            "a snapshot at an epoch's start"
+        );
+        assert_eq!(
+            first_hole(zxid(2, 5), &txns(&[(2, 6), (2, 8)])),
+            Some((zxid(2, 6), zxid(2, 8)))
+        );
+        assert_eq!(
+            first_hole(zxid(2, 5), &txns(&[(2, 7)])),
+            Some((zxid(2, 5), zxid(2, 7))),
+            "right after the snapshot"
+        );
+        assert_eq!(
+            first_hole(zxid(2, 5), &txns(&[(2, 6), (3, 2)])),
+            Some((zxid(2, 6), zxid(3, 2))),
+            "a later epoch from its second txn"
+        );
+    }
 
     #[test]
     fn a_learner_appends_only_the_txn_right_after_its_last() {
