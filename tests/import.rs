@@ -933,6 +933,32 @@ fn a_zookeeper_members_datadir_converts_in_place_to_a_member_store() {
         "{e}"
     );
     assert!(!zk2.join("keel-db").exists());
+
+    // So is a later epoch that starts past its first txn (0x100000001 after the
+    // snapshot at 5): a member's start would refuse the store (a hole), so the
+    // conversion refuses it first.
+    let dir3 = tempfile::tempdir().unwrap();
+    let epoch_gap = log_file(
+        &[payload(
+            0x79,
+            0x1_0000_0002,
+            op::CREATE_SESSION,
+            &session,
+            None,
+        )],
+        512,
+    );
+    let zk3 = zk_dir(
+        dir3.path(),
+        &[(5, sample_snapshot(None))],
+        &[(0x1_0000_0002, epoch_gap)],
+    );
+    let e = keel::import::ensemble::convert(&options(&zk3, &zk3), &mut |_| {}).unwrap_err();
+    assert!(
+        matches!(e, ImportError::Refused(ref m) if m.contains("does not follow 0x5")),
+        "{e}"
+    );
+    assert!(!zk3.join("keel-db").exists());
 }
 
 #[test]

@@ -141,18 +141,24 @@ def restart_and_sync(members, m, leader, case):
     return got[0]
 
 
-def case_trunc(members, acked):
-    first, _ = wait_roles(members)
+def sid_3_leads(members, case):
+    """Until sid 3 leads: a leader of another sid is killed, so that the other two
+    elect sid 3 (of equal zxids the highest sid wins), and restarted as a follower."""
+    leader, _ = wait_roles(members)
     for _ in range(3):
-        if first.sid == 3:
+        if leader.sid == 3:
             break
-        # The members started at different times (keel starts before a JVM does): two
-        # elected before sid 3 voted. Without that leader the others elect sid 3.
-        first.kill9()
-        wait_roles([m for m in members if m is not first])
-        first.start()
-        first, _ = wait_roles(members)
-    check(first.sid == 3, "TRUNC: sid %d leads at the start, expected 3" % first.sid)
+        leader.kill9()
+        wait_roles([m for m in members if m is not leader])
+        leader.start()
+        leader, _ = wait_roles(members)
+    check(leader.sid == 3, "%s: sid %d leads at the start, expected 3" % (case, leader.sid))
+
+
+def case_trunc(members, acked):
+    # The members started at different times (keel starts before a JVM does): two
+    # may have elected before sid 3 voted.
+    sid_3_leads(members, "TRUNC")
     old, new, unacked = orphan_to_sid_2(members, acked, "TRUNC")
     mode, peer, upto = restart_and_sync(members, old, new, "TRUNC")
     write(members, "after-trunc", 20, acked)
@@ -180,17 +186,8 @@ def orphan_to_sid_2(members, acked, case):
 def case_orphan(members, acked):
     """As TRUNC, but the new leader writes before the old one rejoins: its txns of
     the old epoch lie beside ones of a newer epoch that it lacks."""
-    leader, _ = wait_roles(members)
-    for _ in range(3):
-        if leader.sid == 3:
-            break
-        # Of equal zxids the highest sid wins: without the leader (sid 2 after the
-        # cases before), sids 1 and 3 elect sid 3, and sid 2 rejoins as a follower.
-        leader.kill9()
-        wait_roles([m for m in members if m is not leader])
-        leader.start()
-        leader, _ = wait_roles(members)
-    check(leader.sid == 3, "ORPHAN: sid %d leads at the start, expected 3" % leader.sid)
+    # sid 2 leads after the cases before.
+    sid_3_leads(members, "ORPHAN")
     check(wait_serving(members), "ORPHAN: the ensemble did not serve again")
     old, new, unacked = orphan_to_sid_2(members, acked, "ORPHAN")
     write([m for m in members if m is not old], "orphan-after", 20, acked)

@@ -160,9 +160,11 @@ fn logged_after(
     let mut prev = z;
     while let Some((path, rec)) = records.next_record(report, warnings)? {
         let zx = rec.header.zxid;
-        if zx <= prev || (zx >> 32 == prev >> 32 && zx != prev + 1) {
+        // As a member's start requires of its log (member::ensemble's refuse_a_hole):
+        // the next counter of an epoch, or the first of a later one.
+        if !crate::zab::log::follows(prev as Zxid, zx as Zxid) {
             return Err(ImportError::Refused(format!(
-                "txn 0x{zx:x} at {} offset {} does not follow 0x{prev:x}: a log file is missing, cut short, or out of order",
+                "txn 0x{zx:x} at {} offset {} does not follow 0x{prev:x}: a log file is missing, cut short, or out of order, or the ZooKeeper member missed the txns between",
                 path.display(),
                 rec.offset
             )));

@@ -176,23 +176,36 @@ fn io_err(e: impl std::fmt::Display) -> std::io::Error {
 /// Refuses to start on a txn log whose txns after the snapshot skip a zxid
 /// ([`zab::log::first_hole`]): the store is damaged, and serving on would commit the
 /// txns around the hole without those in it, here and, leading, on every learner synced
-/// from this log. Nothing is rewritten: the operator removes the member's dataDir (all
-/// but myid) and it rejoins by SNAP.
+/// from this log. The txns are kept as they are (the store's open before this check
+/// may only finish its own housekeeping); the operator empties the member's store,
+/// while the other members serve, and it rejoins by SNAP.
 ///
-/// Errors: the hole, with the zxids around it and the directories.
+/// Errors: the hole, with the zxids around it and the directories to empty.
 fn refuse_a_hole(config: &Config, recovered: &zab::Recovered) -> std::io::Result<()> {
     let Some((before, after)) = zab::log::first_hole(recovered.snapshot_zxid, &recovered.log)
     else {
         return Ok(());
     };
+    let snapshot = match recovered.snapshot_zxid {
+        0 => "no snapshot".to_owned(),
+        z => format!("the snapshot is at 0x{z:x}"),
+    };
+    let (data, log) = (&config.data_dir, &config.data_log_dir);
+    let empty = if data == log {
+        format!("dataDir {} (all but myid)", data.display())
+    } else {
+        format!(
+            "dataDir {} (all but myid) and dataLogDir {}",
+            data.display(),
+            log.display()
+        )
+    };
     Err(io_err(format!(
-        "the txn log in {} skips from zxid 0x{before:x} to 0x{after:x} (the snapshot is at \
-         0x{:x}; the txns after it must follow one another): this member's store is \
-         damaged, or was written by a keel older than 6170501; remove dataDir {} (all but \
-         myid) and the member rejoins by SNAP",
-        config.data_log_dir.display(),
-        recovered.snapshot_zxid,
-        config.data_dir.display()
+        "the txn log in {} skips from zxid 0x{before:x} to 0x{after:x} ({snapshot}; the txns \
+         after it must follow one another): this member's store is damaged, or was written \
+         by a keel older than 6170501; while the other members serve, empty {empty} and \
+         the member rejoins by SNAP",
+        log.display(),
     )))
 }
 
