@@ -335,7 +335,7 @@ impl Default for ServerSnapshot {
             serving: true,
             read_only: false,
             zookeeper_version: DEFAULT_ZOOKEEPER_VERSION.to_string(),
-            build_date: "1970-01-01 00:00 UTC".to_string(),
+            build_date: build_date(option_env!("KEEL_BUILD_EPOCH_S")),
             mode: "standalone".to_string(),
             latency_min_ms: 0,
             latency_avg_ms: 0.0,
@@ -1288,6 +1288,21 @@ pub(crate) fn java_socket_addr(addr: &SocketAddr) -> String {
             }
         },
     }
+}
+
+/// The build date as ZooKeeper prints it (`yyyy-MM-dd HH:mm 'UTC'`, Maven's build
+/// timestamp) from `epoch_s`, seconds since the Unix epoch as `build.rs` stamps them
+/// (`KEEL_BUILD_EPOCH_S`: the commit's time or `SOURCE_DATE_EPOCH`); the epoch itself
+/// when unknown.
+fn build_date(epoch_s: Option<&str>) -> String {
+    let secs = epoch_s.and_then(|s| s.parse::<i64>().ok()).unwrap_or(0);
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let sod = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
+        sod / 3600,
+        sod % 3600 / 60
+    )
 }
 
 /// Java's `Date.toString` (`EEE MMM dd HH:mm:ss zzz yyyy`) for ms since the Unix epoch,
@@ -2653,6 +2668,15 @@ zk_p999_write_commitproc_time_ms	0
         assert_eq!(java_date(0), "Thu Jan 01 00:00:00 UTC 1970");
         assert_eq!(java_date(1796002530000), "Mon Nov 30 01:35:30 UTC 2026");
         assert_eq!(java_date(951_782_400_000), "Tue Feb 29 00:00:00 UTC 2000");
+    }
+
+    #[test]
+    fn the_build_date_is_printed_as_zookeeper_prints_its_own() {
+        // ZooKeeper 3.8.0's Debian build: "built on 2024-12-29 17:54 UTC".
+        assert_eq!(build_date(Some("1735494840")), "2024-12-29 17:54 UTC");
+        assert_eq!(build_date(Some("1796002530")), "2026-11-30 01:35 UTC");
+        assert_eq!(build_date(None), "1970-01-01 00:00 UTC");
+        assert_eq!(build_date(Some("soon")), "1970-01-01 00:00 UTC");
     }
 
     #[test]
