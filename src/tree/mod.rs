@@ -28,6 +28,18 @@ pub use znode_set::{Entry, ZnodeSet};
 /// Znodes loaded in path order are packed into leaves in batches of this many.
 const LOAD_BATCH: usize = 512;
 
+/// What the tree's bookkeeping needs of a znode taken out ([`DataTree::take_node`]).
+struct Gone {
+    /// Its data's length, bytes.
+    data_len: usize,
+    /// Its ephemeralOwner, decoded: which index held it.
+    owner: Owner,
+    /// Its ACL's id in the ACL cache.
+    acl_id: u32,
+    /// Its share of the tree's digest ([`digest::node_digest`]).
+    digest: i64,
+}
+
 /// The tree of znodes.
 #[derive(Debug)]
 pub struct DataTree {
@@ -399,18 +411,21 @@ impl DataTree {
     /// Errors: NONODE if missing, NOTEMPTY if it has children.
     pub fn delete(&mut self, path: &str, zxid: i64) -> Result<(), ErrorCode> {
         self.finish_loading();
-        let node = self.get(path).ok_or(ErrorCode::NoNode)?;
-        if node.num_children() > 0 {
-            return Err(ErrorCode::NotEmpty);
-        }
-        let data_len = node.data_len() as i64;
-        self.remove_node(path, Some(zxid));
+        let gone = self
+            .take_node(path, Some(zxid), |f| {
+                if f.num_children > 0 {
+                    Err(ErrorCode::NotEmpty)
+                } else {
+                    Ok(())
+                }
+            })
+            .ok_or(ErrorCode::NoNode)??;
         let (parent_path, name) = path::split(path);
         if name == quota::LIMIT_NODE && parent_path.starts_with(quota::QUOTA_ROOT) {
             self.quota_paths
                 .remove(&parent_path[quota::QUOTA_ROOT.len()..]);
         }
-        self.update_quota_usage(path, -1, -data_len);
+        self.update_quota_usage(path, -1, -(gone.data_len as i64));
         Ok(())
     }
 
@@ -419,18 +434,39 @@ impl DataTree {
     /// same change of the parent (one rewrite of its record, not two). Leaves quotas
     /// alone.
     fn remove_node(&mut self, path: &str, pzxid: Option<i64>) {
-        self.unindex(path);
-        let Some(node) = self.nodes.remove(path.as_bytes()) else {
-            return;
+        let _ = self.take_node(path, pzxid, |_| Ok::<(), std::convert::Infallible>(()));
+    }
+
+    /// [`DataTree::remove_node`] if `check`, given the znode's fields, allows it
+    /// (`Ok`); its `Err` changes nothing. `None` if there is no such znode. The znode
+    /// is searched for once ([`ZnodeSet::remove_with`]): what the indexes, the ACL
+    /// cache and the digest need of it is read while it is found.
+    fn take_node<E>(
+        &mut self,
+        path: &str,
+        pzxid: Option<i64>,
+        check: impl FnOnce(&znode::Fields) -> Result<(), E>,
+    ) -> Option<Result<Gone, E>> {
+        let p = path.as_bytes();
+        let taken = self.nodes.remove_with(p, |node| {
+            let (fields, data_at) = node.fields();
+            check(&fields)?;
+            let data = &node.bytes()[data_at..];
+            Ok(Gone {
+                data_len: data.len(),
+                owner: Owner::from_raw(fields.meta.ephemeral_owner),
+                acl_id: fields.acl,
+                digest: digest::node_digest(p, data, &fields.meta),
+            })
+        })?;
+        let gone = match taken {
+            Ok(gone) => gone,
+            Err(e) => return Some(Err(e)),
         };
-        let gone = node.view();
-        self.acls.release(gone.acl_id());
-        self.approximate_data_size -= (path.len() + gone.data_len()) as i64;
-        self.digest = self.digest.wrapping_sub(digest::node_digest(
-            path.as_bytes(),
-            gone.data_bytes(),
-            &gone.meta(),
-        ));
+        self.unindex(path, gone.owner);
+        self.acls.release(gone.acl_id);
+        self.approximate_data_size -= (path.len() + gone.data_len) as i64;
+        self.digest = self.digest.wrapping_sub(gone.digest);
         if path != "/" {
             let parent = path::split(path).0;
             let change = self.nodes.update_fields(parent.as_bytes(), |p, data| {
@@ -442,6 +478,7 @@ impl DataTree {
                 self.digest_changed(before, after);
             }
         }
+        Some(Ok(gone))
     }
 
     /// Replaces a znode's data, setting dataVersion to `version`.
@@ -571,12 +608,9 @@ impl DataTree {
         }
     }
 
-    /// Removes `path` from the ephemeral, container and TTL indexes.
-    fn unindex(&mut self, path: &str) {
-        let Some(node) = self.get(path) else {
-            return;
-        };
-        match node.owner() {
+    /// Removes `path`, owned by `owner`, from the ephemeral, container and TTL indexes.
+    fn unindex(&mut self, path: &str, owner: Owner) {
+        match owner {
             Owner::Session(s) => {
                 if let Some(set) = self.ephemerals.get_mut(&s) {
                     set.remove(path);

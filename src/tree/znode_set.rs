@@ -549,10 +549,16 @@ impl ZnodeSet {
         Some(replaced)
     }
 
-    /// Takes the record at `path` out of its leaf by copying the leaf around it;
-    /// `None` when the leaf should be rebuilt instead (it would become small enough to
-    /// merge) or `path` is not there.
-    fn splice_out(&mut self, path: &[u8]) -> Option<Znode> {
+    /// Finds the record at `path`, asks `decide` whether it goes, and if so takes it out
+    /// of its leaf by copying the leaf around it. `None` when `path` is not there
+    /// (`decide` not called); else `decide`'s answer, and whether the removal is done:
+    /// `false` when the leaf must be rebuilt without the record instead (it would
+    /// become small enough to merge), which [`ZnodeSet::rebuild_without`] does.
+    fn splice_out<R, E>(
+        &mut self,
+        path: &[u8],
+        decide: impl FnOnce(ZnodeRef<'_>) -> Result<R, E>,
+    ) -> Option<(Result<R, E>, bool)> {
         let (leaf_key, bytes) = leaf_for(&mut self.leaves, path)?;
         let leaf = Leaf::parse(bytes);
         let key = path.strip_prefix(leaf.prefix)?;
@@ -561,17 +567,20 @@ impl ZnodeSet {
         if node.key() != key {
             return None;
         }
+        let answer = match decide(node) {
+            Ok(r) => r,
+            Err(e) => return Some((Err(e), false)),
+        };
         let next_key = records.next().map(|(_, _, n)| n.key());
-        let removed = Znode::from_ref(path, node);
         let total = bytes.len() - (end - start);
         if next_key.is_none() && start == leaf.records_at {
             // The only znode: the leaf goes.
             let leaf_key: Box<[u8]> = leaf_key.into();
             self.leaves.remove(&leaf_key);
-            return Some(removed);
+            return Some((Ok(answer), true));
         }
         if total < LEAF_MERGE_BYTES {
-            return None;
+            return Some((Ok(answer), false));
         }
         let new_first = (start == leaf.records_at)
             .then(|| [leaf.prefix, next_key.expect("a record follows")].concat());
@@ -584,7 +593,7 @@ impl ZnodeSet {
             let leaf = self.leaves.remove(&leaf_key).expect("leaf just changed");
             self.leaves.insert(first.into_boxed_slice(), leaf);
         }
-        Some(removed)
+        Some((Ok(answer), true))
     }
 
     /// Changes header fields of the znode at `path` where it lies: `f` gets them
@@ -676,11 +685,43 @@ impl ZnodeSet {
 
     /// Takes the znode at `path` out; `None` if there is none.
     pub fn remove(&mut self, path: &[u8]) -> Option<Znode> {
-        if let Some(removed) = self.splice_out(path) {
-            self.len -= 1;
-            return Some(removed);
+        let taken = self.remove_with(path, |node| {
+            Ok::<_, std::convert::Infallible>(Znode::from_ref(path, node))
+        })?;
+        match taken {
+            Ok(node) => Some(node),
+            Err(never) => match never {},
         }
-        let (key, _) = self.leaf_of(path)?;
+    }
+
+    /// Takes the znode at `path` out if `decide`, which sees it first, says so
+    /// (`Ok`); `decide`'s refusal (`Err`) leaves the set as it was. `None`, without
+    /// calling `decide`, if there is no such znode. One search, and no owned copy of
+    /// the znode: a delete's check (no children) and everything it needs of the znode
+    /// (its data's size, owner, ACL and digest) come from `decide`, where a get, a
+    /// remove returning the znode and the indexes' own get took three searches.
+    pub(super) fn remove_with<R, E>(
+        &mut self,
+        path: &[u8],
+        decide: impl FnOnce(ZnodeRef<'_>) -> Result<R, E>,
+    ) -> Option<Result<R, E>> {
+        let answer = match self.splice_out(path, decide)? {
+            (Err(e), _) => return Some(Err(e)),
+            (Ok(r), true) => r,
+            (Ok(r), false) => {
+                self.rebuild_without(path);
+                r
+            }
+        };
+        self.len -= 1;
+        Some(Ok(answer))
+    }
+
+    /// Rebuilds the leaf holding `path` without it, merging the rest into the next
+    /// leaf when both fit in one ([`LEAF_MERGE_BYTES`]). `path` is there
+    /// ([`ZnodeSet::splice_out`] found it).
+    fn rebuild_without(&mut self, path: &[u8]) {
+        let (key, _) = self.leaf_of(path).expect("splice_out found the znode");
         let key = key.to_vec();
         let (key, old) = self
             .leaves
@@ -688,19 +729,15 @@ impl ZnodeSet {
             .expect("leaf just found");
         let leaf = Leaf::parse(&old);
         let mut items: Vec<Item<'_>> = Vec::with_capacity(64);
-        let mut removed = None;
+        let mut found = false;
         for it in leaf.items() {
-            if removed.is_none() && cmp_item(&it, path) == Ordering::Equal {
-                removed = Some(Znode::from_ref(path, it.node));
+            if !found && cmp_item(&it, path) == Ordering::Equal {
+                found = true;
             } else {
                 items.push(it);
             }
         }
-        let Some(removed) = removed else {
-            self.leaves.insert(key, old);
-            return None;
-        };
-        self.len -= 1;
+        assert!(found, "splice_out found the znode in this leaf");
         // A small leaf takes its successor in, if the two fit in one.
         let size: usize = items.iter().map(Item::size).sum();
         let next = if size < LEAF_MERGE_BYTES {
@@ -719,7 +756,6 @@ impl ZnodeSet {
         if !items.is_empty() {
             self.put_run(&items, leaf.base, None);
         }
-        Some(removed)
     }
 
     /// Writes `items` (in path order, at least one) as one leaf based on `base`, or as
@@ -889,6 +925,8 @@ mod tests {
     enum Op {
         Insert(String, u64),
         Remove(String),
+        /// [`ZnodeSet::remove_with`], whose `decide` refuses when the flag is set.
+        RemoveIf(String, bool),
         Sequential(String, u16, u64),
         Update(String, u64),
         SetData(String, u64),
@@ -911,6 +949,7 @@ mod tests {
         prop_oneof![
             4 => (path_strategy(), any::<u64>()).prop_map(|(p, s)| Op::Insert(p, s)),
             2 => path_strategy().prop_map(Op::Remove),
+            2 => (path_strategy(), any::<bool>()).prop_map(|(p, refuse)| Op::RemoveIf(p, refuse)),
             1 => (path_strategy(), 1..200u16, any::<u64>()).prop_map(|(p, n, s)| Op::Sequential(p, n, s)),
             2 => (path_strategy(), any::<u64>()).prop_map(|(p, s)| Op::Update(p, s)),
             2 => (path_strategy(), any::<u64>()).prop_map(|(p, s)| Op::SetData(p, s)),
@@ -975,6 +1014,20 @@ mod tests {
                         if let (Some(g), Some(w)) = (got, want) {
                             prop_assert_eq!(g.path(), p.as_str());
                             same(g.view(), &w);
+                        }
+                        probes.push(p);
+                    }
+                    Op::RemoveIf(p, refuse) => {
+                        // `decide` sees the znode at `p`; refused, nothing changes.
+                        let got = set.remove_with(p.as_bytes(), |n| {
+                            let seen = (n.data_bytes().to_vec(), n.czxid());
+                            if refuse { Err(seen) } else { Ok(seen) }
+                        });
+                        prop_assert_eq!(got.as_ref().map(Result::is_ok), model.get(&p).map(|_| !refuse));
+                        let want = model.get(&p).map(|z| (z.view().data_bytes().to_vec(), z.view().czxid()));
+                        prop_assert_eq!(got.map(|r| r.unwrap_or_else(|seen| seen)), want);
+                        if !refuse {
+                            model.remove(&p);
                         }
                         probes.push(p);
                     }
