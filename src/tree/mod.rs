@@ -367,7 +367,20 @@ impl DataTree {
     ) -> Result<Stat, ErrorCode> {
         self.finish_loading();
         let (parent_path, name) = path::split(path);
-        if self.get(path).is_some() {
+        let acl = self.acls.acquire(acl);
+        // Normally none: only znodes a fuzzy snapshot loaded below a then-missing
+        // parent, or those of a znode a replayed create replaces, can be there already.
+        let children = if self.orphan_parents.contains(path) {
+            self.children(path).count() as i32
+        } else {
+            0
+        };
+        let meta = ZnodeMeta::created(owner, zxid, time_ms);
+        let node = Znode::new(path, data, acl, &meta, children);
+        // Put in first, refused if there (one search, where a get and the insert took
+        // two); taken out again if the parent is missing, as an applied txn's never is.
+        if !self.nodes.insert_new(&node) {
+            self.acls.release(acl);
             return Err(ErrorCode::NodeExists);
         }
         let Some(parent_change) =
@@ -378,22 +391,14 @@ impl DataTree {
                     meta_change(parent_path, data, &old, &parent.meta)
                 })
         else {
+            self.nodes.remove(path.as_bytes());
+            self.acls.release(acl);
             return Err(ErrorCode::NoNode);
         };
+        self.orphan_parents.remove(path);
         self.digest_changed(parent_change.0, parent_change.1);
         let data_len = data.map_or(0, <[u8]>::len) as i64;
-        let acl = self.acls.acquire(acl);
-        // Normally none: only znodes a fuzzy snapshot loaded below a then-missing
-        // parent, or those of a znode a replayed create replaces, can be there already.
-        let children = if self.orphan_parents.remove(path) {
-            self.children(path).count() as i32
-        } else {
-            0
-        };
-        let meta = ZnodeMeta::created(owner, zxid, time_ms);
-        let node = Znode::new(path, data, acl, &meta, children);
         let stat = node.view().stat();
-        self.nodes.insert(&node);
         self.digest = self.digest.wrapping_add(digest::node_digest(
             path.as_bytes(),
             data.unwrap_or(&[]),

@@ -422,6 +422,19 @@ impl ZnodeSet {
     /// Adds `node` (at its path), replacing a znode at the same path; returns whether
     /// one was replaced.
     pub fn insert(&mut self, node: &Znode) -> bool {
+        self.put(node, true)
+    }
+
+    /// Adds `node` unless a znode is at its path already; returns whether it was
+    /// added (when not, the set is as it was). One search, where a get first and then
+    /// an insert took two: every create.
+    pub(super) fn insert_new(&mut self, node: &Znode) -> bool {
+        !self.put(node, false)
+    }
+
+    /// Adds `node`; returns whether a znode was at its path, which is replaced if
+    /// `replace` and else left as it was (and `node` not added).
+    fn put(&mut self, node: &Znode, replace: bool) -> bool {
         let path = node.view().key();
         if self.leaves.is_empty() {
             let items = [Item::new(node.view())];
@@ -430,11 +443,16 @@ impl ZnodeSet {
             self.len += 1;
             return false;
         }
-        if let Some(replaced) = self.splice_in(node) {
+        if let Some(replaced) = self.splice_in(node, replace) {
             if !replaced {
                 self.len += 1;
             }
             return replaced;
+        }
+        // The leaf is rebuilt (split) below, found again by its key: a path already
+        // there is found first, so a refused one leaves the leaf as it was.
+        if !replace && self.get(path).is_some() {
+            return true;
         }
         let (key, _) = leaf_for(&mut self.leaves, path).expect("the set is not empty");
         let key = key.to_vec();
@@ -503,7 +521,9 @@ impl ZnodeSet {
     /// be done (the path does not start with the leaf's prefix, or the leaf would pass
     /// [`LEAF_MAX_BYTES`]) and the leaf must be rebuilt. A prefix shared by every path
     /// stays shared after an insert that starts with it, even if no longer the longest.
-    fn splice_in(&mut self, node: &Znode) -> Option<bool> {
+    /// Unless `replace`, a znode found at the path is left as it is (and `Some(true)`
+    /// returned).
+    fn splice_in(&mut self, node: &Znode, replace: bool) -> Option<bool> {
         let path = node.view().key();
         let (leaf_key, bytes) = leaf_for(&mut self.leaves, path)?;
         let leaf = Leaf::parse(bytes);
@@ -516,6 +536,9 @@ impl ZnodeSet {
                 Ordering::Less => None,
             })
             .unwrap_or((bytes.len(), bytes.len(), false));
+        if replaced && !replace {
+            return Some(true);
+        }
         let first = start == leaf.records_at;
         let view = node.view();
         let (fields, data_at) = view.fields();
@@ -924,6 +947,8 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Op {
         Insert(String, u64),
+        /// [`ZnodeSet::insert_new`]: a znode already there stays as it is.
+        InsertNew(String, u64),
         Remove(String),
         /// [`ZnodeSet::remove_with`], whose `decide` refuses when the flag is set.
         RemoveIf(String, bool),
@@ -948,6 +973,7 @@ mod tests {
     fn op_strategy() -> impl Strategy<Value = Op> {
         prop_oneof![
             4 => (path_strategy(), any::<u64>()).prop_map(|(p, s)| Op::Insert(p, s)),
+            2 => (path_strategy(), any::<u64>()).prop_map(|(p, s)| Op::InsertNew(p, s)),
             2 => path_strategy().prop_map(Op::Remove),
             2 => (path_strategy(), any::<bool>()).prop_map(|(p, refuse)| Op::RemoveIf(p, refuse)),
             1 => (path_strategy(), 1..200u16, any::<u64>()).prop_map(|(p, n, s)| Op::Sequential(p, n, s)),
@@ -1005,6 +1031,15 @@ mod tests {
                     Op::Insert(p, s) => {
                         let n = node(&p, s);
                         prop_assert_eq!(set.insert(&n), model.insert(p.clone(), n).is_some());
+                        probes.push(p);
+                    }
+                    Op::InsertNew(p, s) => {
+                        let n = node(&p, s);
+                        let absent = !model.contains_key(&p);
+                        prop_assert_eq!(set.insert_new(&n), absent);
+                        if absent {
+                            model.insert(p.clone(), n);
+                        }
                         probes.push(p);
                     }
                     Op::Remove(p) => {
