@@ -367,6 +367,15 @@ impl DataTree {
     ) -> Result<Stat, ErrorCode> {
         self.finish_loading();
         let (parent_path, name) = path::split(path);
+        if parent_path == path {
+            // The root is its own parent here: put in first, it would count itself as
+            // its own child. It is there from the start, or nothing holds it.
+            return Err(if self.get(path).is_some() {
+                ErrorCode::NodeExists
+            } else {
+                ErrorCode::NoNode
+            });
+        }
         let acl = self.acls.acquire(acl);
         // Normally none: only znodes a fuzzy snapshot loaded below a then-missing
         // parent, or those of a znode a replayed create replaces, can be there already.
@@ -1207,6 +1216,23 @@ mod tests {
             assert_eq!(got.data(), e.node().data(), "{path}");
             assert_eq!(got.stat(), e.node().stat(), "{path}");
         }
+    }
+
+    #[test]
+    fn the_root_is_never_created() {
+        let mut t = DataTree::new();
+        let digest = t.digest();
+        assert_eq!(
+            t.create("/", None, &open(), 0, 1, 5, 0),
+            Err(ErrorCode::NodeExists)
+        );
+        assert_eq!((t.digest(), t.get("/").unwrap().stat().pzxid), (digest, 0));
+        let mut empty = DataTree::empty();
+        assert_eq!(
+            empty.create("/", None, &open(), 0, 1, 5, 0),
+            Err(ErrorCode::NoNode)
+        );
+        assert_eq!(empty.node_count(), 0);
     }
 
     #[test]
