@@ -400,10 +400,24 @@ struct EnsembleCore {
     client_move: watch::Sender<Option<(String, u16)>>,
 }
 
+impl EnsembleCore {
+    /// Queues `effects` behind those pending and hands their vector back to the
+    /// replica ([`Replica::recycle`]): a vector of effects per peer message, allocated
+    /// and freed, was a good part of the allocations per write.
+    fn absorb(&mut self, mut effects: Vec<Effect>) {
+        if self.pending.is_empty() {
+            std::mem::swap(&mut self.pending, &mut effects);
+        } else {
+            self.pending.append(&mut effects);
+        }
+        self.replica.recycle(effects);
+    }
+}
+
 impl ClientSink for EnsembleCore {
     fn input(&mut self, now_ms: i64, input: Input) {
         let effects = self.replica.client(now_ms as u64, input);
-        self.pending.extend(effects);
+        self.absorb(effects);
     }
     fn server_mut(&mut self) -> &mut Server {
         self.replica.server_mut()
@@ -558,7 +572,7 @@ impl EnsembleCore {
                     if let zab::Input::LogRead { peer, after, txns } = event {
                         tracing::debug!(peer, after = format!("0x{after:x}"), txns = txns.as_ref().map(|t| t.len()), last = txns.as_ref().and_then(|t| t.last()).map(|t| format!("0x{:x}", t.zxid)), "log read for a DIFF done");
                         let effects = self.replica.log_read(now_ms() as u64, peer, after, txns);
-                        self.pending.extend(effects);
+                        self.absorb(effects);
                     }
                 }
                 changed = durable.changed() => {
@@ -567,15 +581,15 @@ impl EnsembleCore {
                     }
                     let zxid = *durable.borrow_and_update();
                     let effects = self.replica.durable(now_ms() as u64, zxid);
-                    self.pending.extend(effects);
+                    self.absorb(effects);
                 }
                 _ = tick.tick() => {
                     let effects = self.replica.tick(now_ms() as u64);
-                    self.pending.extend(effects);
+                    self.absorb(effects);
                 }
                 _ = election_tick.tick(), if looking => {
                     let effects = self.replica.tick(now_ms() as u64);
-                    self.pending.extend(effects);
+                    self.absorb(effects);
                 }
                 // A SNAP to a learner, a step at a time between the other inputs (the
                 // select picks among the ready branches at random). Always ready, so
@@ -584,14 +598,14 @@ impl EnsembleCore {
                 // would bring no request until the whole SNAP was written.
                 _ = std::future::ready(()), if snap_sending => {
                     let effects = self.replica.snap_step(now_ms() as u64);
-                    self.pending.extend(effects);
+                    self.absorb(effects);
                     tokio::task::yield_now().await;
                 }
                 slot = chunk_slots.acquire(), if snapshotting => {
                     if let Ok(slot) = slot {
                         slot.forget();
                         let effects = self.replica.snapshot_step(now_ms() as u64);
-                        self.pending.extend(effects);
+                        self.absorb(effects);
                     }
                 }
             }
@@ -655,7 +669,7 @@ impl EnsembleCore {
             }
         };
         let plain = effects.iter().all(is_plain);
-        self.pending.extend(effects);
+        self.absorb(effects);
         (kind, plain)
     }
 
@@ -668,8 +682,8 @@ impl EnsembleCore {
         let mut outbox: Vec<(u64, Outbound)> = Vec::new();
         // Effects may produce more effects only through the replica's inputs, which
         // come from the loop; this drains what is queued now.
-        let effects = std::mem::take(&mut self.pending);
-        for effect in effects {
+        let mut effects = std::mem::take(&mut self.pending);
+        for effect in effects.drain(..) {
             match effect {
                 Effect::Client { conn, out } => outbox.push((conn, out)),
                 Effect::Storage(op) => {
@@ -696,6 +710,7 @@ impl EnsembleCore {
         }
         self.peers.flush();
         route(routes, outbox);
+        self.replica.recycle(effects);
         true
     }
 

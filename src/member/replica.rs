@@ -106,6 +106,13 @@ pub struct Replica {
     own_from: Option<Zxid>,
     halted: Option<String>,
     effects: Vec<Effect>,
+    /// The Zab core's actions of the step being run, kept empty between steps so that
+    /// a step allocates none ([`Peer::step_into`]).
+    actions: Vec<Action>,
+    /// The server's storage operations and forwards being handed on, kept empty
+    /// between calls for the same reason.
+    storage_ops: Vec<StorageOp>,
+    forwards: Vec<Forwarded>,
     syncs: SyncCounts,
     /// The proposals this member made as leader (see [`ProposalStats`]).
     proposal_stats: ProposalStats,
@@ -475,6 +482,9 @@ impl Replica {
             own_from: None,
             halted: None,
             effects: Vec::new(),
+            actions: Vec::new(),
+            storage_ops: Vec::new(),
+            forwards: Vec::new(),
             syncs: SyncCounts::default(),
             proposal_stats: ProposalStats::default(),
             proposal_times: ProposalTimes::default(),
@@ -759,6 +769,17 @@ impl Replica {
         std::mem::take(&mut self.effects)
     }
 
+    /// Gives back a vector of effects the caller has emptied, for the next call's
+    /// effects: a runtime that hands each one back allocates none per message (a
+    /// leader gets a REQUEST and an ACK from each follower per write). Its contents,
+    /// if any, are dropped.
+    pub fn recycle(&mut self, mut spare: Vec<Effect>) {
+        if self.effects.is_empty() && spare.capacity() > self.effects.capacity() {
+            spare.clear();
+            self.effects = spare;
+        }
+    }
+
     fn halt(&mut self, reason: String) {
         if self.halted.is_some() {
             return;
@@ -787,12 +808,16 @@ impl Replica {
                 }
             }
         }
-        let actions = self.peer.step(now_ms, input);
-        self.run(now_ms, actions);
+        let mut actions = std::mem::take(&mut self.actions);
+        self.peer.step_into(now_ms, input, &mut actions);
+        self.run(now_ms, actions.drain(..));
+        // Kept for the next step (a step inside this one found it taken and used a
+        // new one).
+        self.actions = actions;
         self.drain_server(now_ms);
     }
 
-    fn run(&mut self, now_ms: u64, actions: Vec<Action>) {
+    fn run(&mut self, now_ms: u64, actions: impl IntoIterator<Item = Action>) {
         for a in actions {
             if self.halted.is_some() {
                 return;
@@ -1180,9 +1205,12 @@ impl Replica {
             if self.halted.is_some() {
                 return;
             }
-            let ops = self.server.drain_storage();
+            // Drained through vectors kept from call to call: one allocation fewer
+            // each per message.
+            let mut ops = std::mem::take(&mut self.storage_ops);
+            self.server.drain_storage_into(&mut ops);
             let proposed = !ops.is_empty();
-            for op in ops {
+            for op in ops.drain(..) {
                 match op {
                     StorageOp::Append(txn) => self.propose(now_ms, txn),
                     other => self.effects.push(Effect::Storage(other)),
@@ -1191,9 +1219,12 @@ impl Replica {
                     return;
                 }
             }
-            for (conn, out) in self.server.drain_outbox() {
-                self.effects.push(Effect::Client { conn, out });
-            }
+            self.storage_ops = ops;
+            self.effects.extend(
+                self.server
+                    .outbox_drain()
+                    .map(|(conn, out)| Effect::Client { conn, out }),
+            );
             self.route_member_messages();
             if !proposed {
                 return;
@@ -1204,10 +1235,11 @@ impl Replica {
     /// The learner's forwards and revalidations to its leader, the leader's answers to
     /// its learners.
     fn route_member_messages(&mut self) {
-        let forwards = self.server.drain_forwards();
+        let mut forwards = std::mem::take(&mut self.forwards);
+        self.server.drain_forwards_into(&mut forwards);
         let revalidations = self.server.drain_revalidations();
         if let Some(leader) = self.leader {
-            for f in forwards {
+            for f in forwards.drain(..) {
                 self.send(
                     leader,
                     Message::Request {
@@ -1229,6 +1261,9 @@ impl Replica {
                 );
             }
         }
+        // Kept for the next call, emptied (a learner without a leader drops them).
+        forwards.clear();
+        self.forwards = forwards;
         for (to, r) in self.server.drain_revalidate_replies() {
             self.send(
                 to,
@@ -1263,9 +1298,11 @@ impl Replica {
             }
         };
         let size = data.len();
-        let actions = self.peer.step(now_ms, zab::Input::Propose { txn: data });
+        let mut actions = std::mem::take(&mut self.actions);
+        self.peer
+            .step_into(now_ms, zab::Input::Propose { txn: data }, &mut actions);
         let mut refused = false;
-        for a in actions {
+        for a in actions.drain(..) {
             if self.halted.is_some() {
                 return;
             }
@@ -1287,6 +1324,7 @@ impl Replica {
                 other => self.on_action(now_ms, other),
             }
         }
+        self.actions = actions;
         if refused {
             // Zab will not sequence it (its epoch's counter is used up: ZooKeeper then
             // forces a new election). Answer as ZooKeeper does when it stops serving:

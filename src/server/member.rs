@@ -158,6 +158,12 @@ impl Server {
         std::mem::take(&mut self.forwards)
     }
 
+    /// [`Server::drain_forwards`] into `out` (appended), the queue keeping its room
+    /// (a learner forwards every write its clients send).
+    pub fn drain_forwards_into(&mut self, out: &mut Vec<Forwarded>) {
+        out.append(&mut self.forwards);
+    }
+
     /// Takes the learners (server ids) owed a SYNC packet for a sync they forwarded, in
     /// order; each goes behind the COMMITs already sent to that learner.
     pub fn drain_sync_replies(&mut self) -> Vec<u64> {

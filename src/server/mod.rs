@@ -460,6 +460,12 @@ impl Server {
         std::mem::take(&mut self.storage_ops)
     }
 
+    /// [`Server::drain_storage`] into `out` (appended): the queue keeps its room, so
+    /// a member that drains it after every message allocates none for it.
+    pub fn drain_storage_into(&mut self, out: &mut Vec<StorageOp>) {
+        out.append(&mut self.storage_ops);
+    }
+
     /// Whether a snapshot is being written (the runtime then calls
     /// [`Server::snapshot_step`] whenever it is idle).
     pub fn snapshot_in_progress(&self) -> bool {
@@ -474,6 +480,12 @@ impl Server {
     /// Takes the queued actions, in order.
     pub fn drain_outbox(&mut self) -> Vec<(ConnId, Outbound)> {
         std::mem::take(&mut self.outbox)
+    }
+
+    /// [`Server::drain_outbox`] as a draining iterator: the queue keeps its room (see
+    /// [`Server::drain_storage_into`]).
+    pub fn outbox_drain(&mut self) -> std::vec::Drain<'_, (ConnId, Outbound)> {
+        self.outbox.drain(..)
     }
 
     /// Current time as last given.

@@ -646,6 +646,25 @@ impl Peer {
 
     /// Feeds one input at time `now_ms` (never decreasing) and returns what to do.
     pub fn step(&mut self, now_ms: u64, input: Input) -> Vec<Action> {
+        self.step_inner(now_ms, input);
+        std::mem::take(&mut self.ctx.out)
+    }
+
+    /// [`Peer::step`], leaving what to do in `out` (which must be empty) instead of
+    /// returning a new vector: a member steps once per message (on a leader, a
+    /// REQUEST and an ACK from each follower per write), and a caller that keeps
+    /// `out` from step to step, emptied, allocates nothing for them.
+    pub fn step_into(&mut self, now_ms: u64, input: Input, out: &mut Vec<Action>) {
+        assert!(out.is_empty(), "step_into takes an empty vector");
+        // The core pushes into the caller's vector; its own (empty: every step hands
+        // its actions out) waits for the next step.
+        std::mem::swap(&mut self.ctx.out, out);
+        self.step_inner(now_ms, input);
+        std::mem::swap(&mut self.ctx.out, out);
+    }
+
+    /// One step's work; its actions are left in `ctx.out`.
+    fn step_inner(&mut self, now_ms: u64, input: Input) {
         self.ctx.now_ms = self.ctx.now_ms.max(now_ms);
         let next = match input {
             Input::Message {
@@ -696,7 +715,6 @@ impl Peer {
         };
         self.transition(next);
         self.release_held_learners();
-        std::mem::take(&mut self.ctx.out)
     }
 
     /// Keeps the first packet of a learner that connected while this member is
@@ -986,6 +1004,37 @@ mod tests {
         let actions = peer.step(202, Input::Durable { zxid: z });
         assert_eq!(actions, vec![Action::Commit { upto: z }]);
         assert_eq!(peer.committed(), z);
+    }
+
+    /// `step_into` with one vector kept from step to step gives `step`'s actions: two
+    /// peers of one ensemble of one, fed the same inputs (an election, proposals, their
+    /// durability), one through each.
+    #[test]
+    fn step_into_a_reused_vector_gives_the_actions_step_returns() {
+        let config = || Config::new(1, QuorumVerifier::new([1], []), 100, 10, 5);
+        let (mut by_step, _) = Peer::new(config(), Recovered::default(), 0);
+        let (mut by_into, _) = Peer::new(config(), Recovered::default(), 0);
+        let mut inputs = vec![(100, Input::Tick), (200, Input::Tick)];
+        for n in 1..=3 {
+            inputs.push((
+                200 + n,
+                Input::Propose {
+                    txn: Bytes::from_static(b"t"),
+                },
+            ));
+        }
+        inputs.push((210, Input::Durable { zxid: zxid(1, 3) }));
+        let mut out = Vec::new();
+        let mut nonempty = 0;
+        for (now, input) in inputs {
+            let want = by_step.step(now, input.clone());
+            by_into.step_into(now, input, &mut out);
+            assert_eq!(out, want, "at {now}");
+            nonempty += usize::from(!want.is_empty());
+            out.clear();
+        }
+        assert!(nonempty >= 5, "the inputs made actions");
+        assert_eq!(by_into.committed(), zxid(1, 3));
     }
 
     /// A ZooKeeper learner that decided before us that we lead connects while we are
