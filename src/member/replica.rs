@@ -811,8 +811,6 @@ impl Replica {
         let mut actions = std::mem::take(&mut self.actions);
         self.peer.step_into(now_ms, input, &mut actions);
         self.run(now_ms, actions.drain(..));
-        // Kept for the next step (a step inside this one found it taken and used a
-        // new one).
         self.actions = actions;
         self.drain_server(now_ms);
     }
