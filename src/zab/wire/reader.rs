@@ -69,38 +69,53 @@ impl<'a> Input<'a> {
     /// The next `n` bytes.
     ///
     /// Errors: fewer than `n` are left (the message says what was being read).
+    #[inline(always)]
     pub fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], Malformed> {
-        if n > self.remaining() {
-            return Err(Malformed::at(
-                self.offset(),
-                format!(
-                    "{what}: needs {n} bytes, only {} left (truncated)",
-                    self.remaining()
-                ),
-            ));
+        match self.bytes.get(self.pos..self.pos.saturating_add(n)) {
+            Some(out) => {
+                self.pos += n;
+                Ok(out)
+            }
+            None => Err(self.truncated(n, what)),
         }
-        let out = &self.bytes[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(out)
+    }
+
+    /// [`Input::take`]'s error, out of line: every field of every packet takes bytes,
+    /// and the inlined fast path stays a bounds check (issue 16: `int` was 2 % of a
+    /// write's instructions as a call).
+    #[cold]
+    #[inline(never)]
+    fn truncated(&self, n: usize, what: &str) -> Malformed {
+        Malformed::at(
+            self.offset(),
+            format!(
+                "{what}: needs {n} bytes, only {} left (truncated)",
+                self.remaining()
+            ),
+        )
     }
 
     /// One byte.
+    #[inline(always)]
     pub fn byte(&mut self, what: &str) -> Result<u8, Malformed> {
         Ok(self.take(1, what)?[0])
     }
 
     /// A jute boolean (one byte, non-zero = true, as Java's DataInput reads it).
+    #[inline]
     pub fn boolean(&mut self, what: &str) -> Result<bool, Malformed> {
         Ok(self.byte(what)? != 0)
     }
 
     /// A 4-byte big-endian int.
+    #[inline(always)]
     pub fn int(&mut self, what: &str) -> Result<i32, Malformed> {
         let b = self.take(4, what)?;
         Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
 
     /// An 8-byte big-endian long.
+    #[inline(always)]
     pub fn long(&mut self, what: &str) -> Result<i64, Malformed> {
         let b = self.take(8, what)?;
         let mut a = [0u8; 8];
@@ -111,22 +126,30 @@ impl<'a> Input<'a> {
     /// A length-prefixed buffer; `None` for null (-1).
     ///
     /// Errors: a negative length other than -1, or one past the end of the bytes.
+    #[inline(always)]
     pub fn buffer(&mut self, what: &str) -> Result<Option<&'a [u8]>, Malformed> {
         let at = self.offset();
         let len = self.int(what)?;
         if len == -1 {
             return Ok(None);
         }
-        if len < 0 || len as usize > self.remaining() {
-            return Err(Malformed::at(
-                at,
-                format!(
-                    "{what}: length {len} does not fit the {} bytes left",
-                    self.remaining()
-                ),
-            ));
+        match usize::try_from(len) {
+            Ok(n) if n <= self.remaining() => self.take(n, what).map(Some),
+            _ => Err(self.bad_length(at, len, what)),
         }
-        self.take(len as usize, what).map(Some)
+    }
+
+    /// [`Input::buffer`]'s error, out of line (see [`Input::truncated`]).
+    #[cold]
+    #[inline(never)]
+    fn bad_length(&self, at: usize, len: i32, what: &str) -> Malformed {
+        Malformed::at(
+            at,
+            format!(
+                "{what}: length {len} does not fit the {} bytes left",
+                self.remaining()
+            ),
+        )
     }
 
     /// A UTF-8 string; null reads as empty (as keel's codec reads it).
@@ -147,6 +170,7 @@ impl<'a> Input<'a> {
     /// A znode path borrowed from the input: [`Input::path`] without the copy.
     ///
     /// Errors: null, or not UTF-8.
+    #[inline]
     pub fn path_ref(&mut self, what: &str) -> Result<&'a str, Malformed> {
         let at = self.offset();
         match self.buffer(what)? {
