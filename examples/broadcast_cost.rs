@@ -46,7 +46,7 @@ use std::time::Instant;
 /// The server's allocator (`src/main.rs`): allocation is a good part of a write's cost,
 /// and glibc's costs differ.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: keel::allocator::Allocator = keel::allocator::Allocator;
 
 /// Writes in flight from the one client session.
 const IN_FLIGHT: usize = 256;

@@ -26,8 +26,10 @@
 //! - [`import`]: `keel import-zookeeper`: a ZooKeeper dataDir into a new keel store.
 //! - [`logging`]: log level from RUST_LOG, zoo.cfg or `zookeeper.root.logger`.
 //! - [`sasl`]: SASL for clients: the JAAS file and the DIGEST-MD5 mechanism, sans-I/O.
+//! - [`allocator`]: mimalloc as the global allocator of the binary and the examples.
 
 pub mod admin;
+pub mod allocator;
 pub mod config;
 pub mod import;
 pub mod logging;

@@ -80,7 +80,7 @@ const ROOT_LOGGER_PROPERTY: &str = "zookeeper.root.logger";
 /// class in its own pages, so znodes pack densely. Measured figures are in
 /// `tune_allocator`, which covers what still uses glibc.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: keel::allocator::Allocator = keel::allocator::Allocator;
 
 /// Allocator settings made first thing in `main`.
 ///
