@@ -194,7 +194,7 @@ impl Ensemble {
                         .expect("decodes")
                         .expect("whole");
                     assert_eq!(used, b.len());
-                    match from_packet(&packet).expect("a message") {
+                    match from_packet(packet).expect("a message") {
                         Inbound::Message(m) => m,
                         Inbound::Snap { .. } => unreachable!("SNAP is not steady"),
                     }

@@ -260,7 +260,7 @@ impl Learner {
     fn message(&mut self) -> Message {
         loop {
             let p = self.packet();
-            match from_packet(&p).expect("ZooKeeper's packet is a message") {
+            match from_packet(p.clone()).expect("ZooKeeper's packet is a message") {
                 Inbound::Message(Message::Ping { zxid, .. }) => {
                     assert_eq!(p.data, None, "a leader's PING has null data");
                     self.send(&Message::Ping {

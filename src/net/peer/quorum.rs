@@ -646,12 +646,13 @@ async fn accept(shared: Arc<Shared>, mut stream: PeerStream, addr: SocketAddr) -
     let packet = tokio::time::timeout(shared.params.quorum_connect_timeout, read)
         .await
         .map_err(|_| invalid("no first packet in time"))??;
-    let msg = match from_packet(&packet).map_err(invalid)? {
+    let first_kind = packet.kind;
+    let msg = match from_packet(packet).map_err(invalid)? {
         Inbound::Message(m @ (Message::FollowerInfo { .. } | Message::ObserverInfo { .. })) => m,
         _ => {
             return Err(invalid(format!(
                 "first packet is {}, not FOLLOWERINFO or OBSERVERINFO",
-                kind_name(packet.kind).unwrap_or("of no known type")
+                kind_name(first_kind).unwrap_or("of no known type")
             )))
         }
     };
@@ -792,7 +793,7 @@ async fn read_packets(
                     break;
                 };
                 buf.advance(used);
-                match from_packet(&packet).map_err(invalid)? {
+                match from_packet(packet).map_err(invalid)? {
                     Inbound::Message(m) => m,
                     Inbound::Snap { zxid } => {
                         info!(

@@ -23,6 +23,7 @@
 //! checksums.
 
 use bytes::{BufMut, Bytes, BytesMut};
+use jute::Record;
 
 use super::packet::QuorumPacket;
 use super::reader::Input;
@@ -320,6 +321,29 @@ pub fn to_packet(msg: &Message, side: Side) -> Result<QuorumPacket, WireError> {
 ///
 /// Errors: as [`to_packet`].
 pub fn encode_message(msg: &Message, side: Side, out: &mut BytesMut) -> Result<(), WireError> {
+    if let Message::Request {
+        session_id,
+        cxid,
+        opcode,
+        body,
+        auth,
+    } = msg
+    {
+        // Every write a learner's client sends: written from the message, where the
+        // packet `to_packet` builds would copy the body and clone the Ids (issue 16).
+        out.put_i32(kind::REQUEST);
+        out.put_i64(-1);
+        out.put_i32((16 + body.len()) as i32);
+        out.put_i64(*session_id);
+        out.put_i32(*cxid);
+        out.put_i32(*opcode);
+        out.put_slice(body);
+        out.put_i32(auth.len() as i32);
+        for id in auth {
+            id.encode(out);
+        }
+        return Ok(());
+    }
     to_packet(msg, side)?.encode(out);
     if let Message::Snap { snapshot, .. } = msg {
         out.put_slice(snapshot);
@@ -365,12 +389,14 @@ fn data_int(p: &QuorumPacket, name: &'static str) -> Result<i32, WireError> {
 /// REQUEST under 16 bytes, a REVALIDATE neither 12 nor 9 bytes, (LearnerInfo under 20 bytes, an int
 /// under 4, a null PROPOSAL or INFORM, a learner PING with data that is not whole
 /// session entries).
-pub fn from_packet(p: &QuorumPacket) -> Result<Inbound, WireError> {
+pub fn from_packet(mut p: QuorumPacket) -> Result<Inbound, WireError> {
     use kind as k;
     let name = kind_name(p.kind).ok_or(WireError::UnknownPacketType(p.kind))?;
     let z = p.zxid as u64;
-    let txn = || {
-        p.data.clone().ok_or_else(|| WireError::PacketData {
+    // Moved out, not cloned: a REQUEST's Ids are three allocations to copy, and a
+    // clone of data copied from the read buffer allocates its shared count (issue 16).
+    let txn = |p: &mut QuorumPacket| {
+        p.data.take().ok_or_else(|| WireError::PacketData {
             name,
             what: "null txn data".into(),
         })
@@ -397,34 +423,34 @@ pub fn from_packet(p: &QuorumPacket) -> Result<Inbound, WireError> {
         }
         k::LEADERINFO => Message::LeaderInfo {
             new_epoch: epoch_of(z),
-            protocol_version: data_int(p, name)?,
+            protocol_version: data_int(&p, name)?,
         },
         k::ACKEPOCH => Message::AckEpoch {
             last_logged_zxid: z,
-            current_epoch: data_int(p, name)?,
+            current_epoch: data_int(&p, name)?,
         },
         k::DIFF => Message::Diff { zxid: z },
         k::TRUNC => Message::Trunc { zxid: z },
         k::SNAP => return Ok(Inbound::Snap { zxid: z }),
         k::NEWLEADER => Message::NewLeader {
             epoch: epoch_of(z),
-            config: p.data.clone().unwrap_or_default(),
+            config: p.data.take().unwrap_or_default(),
         },
         k::UPTODATE => Message::UpToDate {
             committed: (p.zxid >= 0).then_some(z),
         },
         k::PROPOSAL => Message::Proposal {
             zxid: z,
-            txn: txn()?,
+            txn: txn(&mut p)?,
         },
         k::ACK => Message::Ack { zxid: z },
         k::COMMIT => Message::Commit { zxid: z },
         k::INFORM => Message::Inform {
             zxid: z,
-            txn: txn()?,
+            txn: txn(&mut p)?,
         },
         k::COMMITANDACTIVATE | k::INFORMANDACTIVATE => {
-            let d = txn()?;
+            let d = txn(&mut p)?;
             if d.len() < 8 {
                 return Err(WireError::PacketData {
                     name,
@@ -453,7 +479,7 @@ pub fn from_packet(p: &QuorumPacket) -> Result<Inbound, WireError> {
             Message::Ping { zxid: z, touched }
         }
         k::REQUEST => {
-            let d = p.data.clone().unwrap_or_default();
+            let d = p.data.take().unwrap_or_default();
             let mut r = Input::new(&d);
             let session_id = r.long("sessionId")?;
             let cxid = r.int("cxid")?;
@@ -463,13 +489,13 @@ pub fn from_packet(p: &QuorumPacket) -> Result<Inbound, WireError> {
                 cxid,
                 opcode,
                 body: d.slice(16..),
-                auth: p.authinfo.clone().unwrap_or_default(),
+                auth: p.authinfo.take().unwrap_or_default(),
             }
         }
         // The same type both ways: the learner's question is a long and an int (12
         // bytes), the leader's answer a long and a boolean (9 bytes).
         k::REVALIDATE => {
-            let d = p.data.clone().unwrap_or_default();
+            let d = p.data.take().unwrap_or_default();
             let mut r = Input::new(&d);
             let session_id = r.long("sessionId")?;
             match d.len() {
@@ -509,7 +535,7 @@ mod tests {
         let (p, used) = QuorumPacket::decode(&b, Limits::default())
             .unwrap()
             .unwrap();
-        match from_packet(&p).unwrap() {
+        match from_packet(p.clone()).unwrap() {
             Inbound::Message(m) => {
                 assert_eq!(used, b.len());
                 m
@@ -527,6 +553,35 @@ mod tests {
                     snapshot: snapshot.clone(),
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_request_is_written_as_the_packet_to_packet_builds() {
+        let ids = |n: usize| {
+            (0..n)
+                .map(|i| Id {
+                    scheme: format!("scheme{i}"),
+                    id: format!("id{i}"),
+                })
+                .collect::<Vec<_>>()
+        };
+        for (body, auth) in [
+            (Bytes::new(), Vec::new()),
+            (Bytes::from_static(b"\0\0\0\x02/a\xff\xff\xff\xff"), ids(1)),
+            (Bytes::from(vec![7u8; 300]), ids(3)),
+        ] {
+            let msg = Message::Request {
+                session_id: 0x1234_5678_9abc,
+                cxid: -7,
+                opcode: 5,
+                body,
+                auth,
+            };
+            let mut b = BytesMut::new();
+            encode_message(&msg, Side::Learner, &mut b).unwrap();
+            assert_eq!(b.to_vec(), bytes_of(&msg, Side::Learner), "{msg:?}");
+            assert_eq!(round_trip(&msg, Side::Learner), msg);
         }
     }
 
@@ -633,9 +688,9 @@ mod tests {
             assert_eq!(round_trip(&m, Side::Learner), m);
         }
         let odd = QuorumPacket::new(kind::REVALIDATE, -1, Some(Bytes::from_static(&[0; 10])));
-        assert!(from_packet(&odd).is_err());
+        assert!(from_packet(odd.clone()).is_err());
         let short = QuorumPacket::new(kind::REQUEST, -1, Some(Bytes::from_static(&[0; 15])));
-        assert!(from_packet(&short).is_err());
+        assert!(from_packet(short.clone()).is_err());
     }
 
     #[test]
@@ -652,7 +707,7 @@ mod tests {
         );
         let p = QuorumPacket::new(kind::PING, 5, Some(Bytes::from(d.clone())));
         assert_eq!(
-            from_packet(&p).unwrap(),
+            from_packet(p.clone()).unwrap(),
             Inbound::Message(Message::Ping {
                 zxid: 5,
                 touched: vec![(0x1000_0000_0000_0001, 30_000)]
@@ -667,7 +722,7 @@ mod tests {
             hex("00000005 0000000000000005 0000000C 1000000000000001 00007530 FFFFFFFF")
         );
         let p = QuorumPacket::new(kind::PING, 5, Some(Bytes::copy_from_slice(&d[..11])));
-        assert!(from_packet(&p).is_err());
+        assert!(from_packet(p.clone()).is_err());
     }
 
     #[test]
@@ -675,25 +730,28 @@ mod tests {
         // COMMITANDACTIVATE and INFORMANDACTIVATE need their 8-byte leader sid.
         for t in [9, 19] {
             let p = QuorumPacket::new(t, 0, Some(Bytes::from_static(&[0; 7])));
-            assert!(matches!(from_packet(&p), Err(WireError::PacketData { .. })));
+            assert!(matches!(
+                from_packet(p.clone()),
+                Err(WireError::PacketData { .. })
+            ));
         }
         for t in [0, 20, -1, i32::MAX] {
             let p = QuorumPacket::new(t, 0, None);
-            assert_eq!(from_packet(&p), Err(WireError::UnknownPacketType(t)));
+            assert_eq!(from_packet(p.clone()), Err(WireError::UnknownPacketType(t)));
         }
         let short = QuorumPacket::new(kind::FOLLOWERINFO, 0, Some(Bytes::from_static(&[0; 12])));
         assert!(matches!(
-            from_packet(&short),
+            from_packet(short.clone()),
             Err(WireError::PacketData { .. })
         ));
         let null = QuorumPacket::new(kind::OBSERVERINFO, 0, None);
-        assert!(from_packet(&null).is_err());
+        assert!(from_packet(null.clone()).is_err());
         let null = QuorumPacket::new(kind::LEADERINFO, 0, None);
-        assert!(from_packet(&null).is_err());
+        assert!(from_packet(null.clone()).is_err());
         let short = QuorumPacket::new(kind::ACKEPOCH, 0, Some(Bytes::from_static(&[0; 3])));
-        assert!(from_packet(&short).is_err());
+        assert!(from_packet(short.clone()).is_err());
         for t in [kind::PROPOSAL, kind::INFORM] {
-            assert!(from_packet(&QuorumPacket::new(t, 1, None)).is_err());
+            assert!(from_packet(QuorumPacket::new(t, 1, None)).is_err());
         }
         assert_eq!(
             to_packet(
@@ -803,7 +861,7 @@ mod tests {
 
         #[test]
         fn arbitrary_packets_never_panic(kind in 0i32..21, zxid: i64, data in proptest::option::of(bytes())) {
-            let _ = from_packet(&QuorumPacket::new(kind, zxid, data));
+            let _ = from_packet(QuorumPacket::new(kind, zxid, data));
         }
     }
 }
