@@ -321,36 +321,59 @@ pub fn to_packet(msg: &Message, side: Side) -> Result<QuorumPacket, WireError> {
 ///
 /// Errors: as [`to_packet`].
 pub fn encode_message(msg: &Message, side: Side, out: &mut BytesMut) -> Result<(), WireError> {
-    if let Message::Request {
-        session_id,
-        cxid,
-        opcode,
-        body,
-        auth,
-    } = msg
-    {
-        // Every write a learner's client sends: written from the message, where the
-        // packet `to_packet` builds would copy the body and clone the Ids (issue 16).
-        out.put_i32(kind::REQUEST);
-        out.put_i64(-1);
-        out.put_i32((16 + body.len()) as i32);
-        out.put_i64(*session_id);
-        out.put_i32(*cxid);
-        out.put_i32(*opcode);
-        out.put_slice(body);
-        out.put_i32(auth.len() as i32);
-        for id in auth {
-            id.encode(out);
+    // The packets of every write are written from the message: the packet `to_packet`
+    // builds would copy a REQUEST's body, clone its Ids (three allocations) and clone a
+    // txn's `Bytes` (an atomic count shared with the storage thread and the other
+    // learners' copies). Issue 16.
+    match msg {
+        Message::Request {
+            session_id,
+            cxid,
+            opcode,
+            body,
+            auth,
+        } => {
+            out.put_i32(kind::REQUEST);
+            out.put_i64(-1);
+            out.put_i32((16 + body.len()) as i32);
+            out.put_i64(*session_id);
+            out.put_i32(*cxid);
+            out.put_i32(*opcode);
+            out.put_slice(body);
+            out.put_i32(auth.len() as i32);
+            for id in auth {
+                id.encode(out);
+            }
         }
-        return Ok(());
-    }
-    to_packet(msg, side)?.encode(out);
-    if let Message::Snap { snapshot, .. } = msg {
-        out.put_slice(snapshot);
-        out.put_i32(SNAP_SIGNATURE.len() as i32);
-        out.put_slice(SNAP_SIGNATURE.as_bytes());
+        Message::Proposal { zxid, txn } => put_packet(out, kind::PROPOSAL, *zxid, Some(txn)),
+        Message::Inform { zxid, txn } => put_packet(out, kind::INFORM, *zxid, Some(txn)),
+        Message::Ack { zxid } => put_packet(out, kind::ACK, *zxid, None),
+        Message::Commit { zxid } => put_packet(out, kind::COMMIT, *zxid, None),
+        _ => {
+            to_packet(msg, side)?.encode(out);
+            if let Message::Snap { snapshot, .. } = msg {
+                out.put_slice(snapshot);
+                out.put_i32(SNAP_SIGNATURE.len() as i32);
+                out.put_slice(SNAP_SIGNATURE.as_bytes());
+            }
+        }
     }
     Ok(())
+}
+
+/// A packet of `kind` with `zxid`, `data` (`None`: jute's null) and null authinfo, as
+/// [`QuorumPacket::encode`] writes it.
+fn put_packet(out: &mut BytesMut, kind: i32, zxid: u64, data: Option<&[u8]>) {
+    out.put_i32(kind);
+    out.put_i64(zxid as i64);
+    match data {
+        Some(d) => {
+            out.put_i32(d.len() as i32);
+            out.put_slice(d);
+        }
+        None => out.put_i32(-1),
+    }
+    out.put_i32(-1);
 }
 
 /// What a quorum packet says.
@@ -557,7 +580,7 @@ mod tests {
     }
 
     #[test]
-    fn a_request_is_written_as_the_packet_to_packet_builds() {
+    fn the_packets_of_a_write_are_written_as_to_packet_builds_them() {
         let ids = |n: usize| {
             (0..n)
                 .map(|i| Id {
@@ -582,6 +605,29 @@ mod tests {
             encode_message(&msg, Side::Learner, &mut b).unwrap();
             assert_eq!(b.to_vec(), bytes_of(&msg, Side::Learner), "{msg:?}");
             assert_eq!(round_trip(&msg, Side::Learner), msg);
+        }
+        let txn = Bytes::from(vec![3u8; 150]);
+        for msg in [
+            Message::Proposal {
+                zxid: 0x5_0000_0007,
+                txn: txn.clone(),
+            },
+            Message::Inform {
+                zxid: 0x5_0000_0008,
+                txn: Bytes::new(),
+            },
+            Message::Ack {
+                zxid: 0x5_0000_0007,
+            },
+            Message::Commit {
+                zxid: 0x5_0000_0007,
+            },
+        ] {
+            for side in [Side::Leader, Side::Learner] {
+                let mut b = BytesMut::new();
+                encode_message(&msg, side, &mut b).unwrap();
+                assert_eq!(b.to_vec(), bytes_of(&msg, side), "{msg:?}");
+            }
         }
     }
 
