@@ -287,11 +287,8 @@ pub fn to_packet(msg: &Message, side: Side) -> Result<QuorumPacket, WireError> {
             body,
             auth,
         } => {
-            let mut b = BytesMut::with_capacity(16 + body.len());
-            b.put_i64(*session_id);
-            b.put_i32(*cxid);
-            b.put_i32(*opcode);
-            b.put_slice(body);
+            let mut b = BytesMut::with_capacity(REQUEST_HEADER_BYTES + body.len());
+            put_request_data(&mut b, *session_id, *cxid, *opcode, body);
             let mut packet = QuorumPacket::new(k::REQUEST, -1, Some(b.freeze()));
             packet.authinfo = Some(auth.clone());
             packet
@@ -315,6 +312,19 @@ pub fn to_packet(msg: &Message, side: Side) -> Result<QuorumPacket, WireError> {
     })
 }
 
+/// Bytes before a REQUEST's body in its data: sessionId (8), cxid (4), type (4).
+const REQUEST_HEADER_BYTES: usize = 16;
+
+/// Writes a REQUEST packet's data, the learner's forwarded client request: sessionId
+/// (i64), cxid (i32), type (i32), then the request's body as the client sent it
+/// (ZAB-WIRE.md §8, REQUEST). `to_packet` and `encode_message` both write it here.
+fn put_request_data(out: &mut BytesMut, session_id: i64, cxid: i32, opcode: i32, body: &[u8]) {
+    out.put_i64(session_id);
+    out.put_i32(cxid);
+    out.put_i32(opcode);
+    out.put_slice(body);
+}
+
 /// Writes `msg` as `side` would on the quorum stream: its packet, and for SNAP the
 /// snapshot bytes (which must be ZooKeeper's DataTree serialization, §4.4) and the
 /// signature after it.
@@ -335,11 +345,8 @@ pub fn encode_message(msg: &Message, side: Side, out: &mut BytesMut) -> Result<(
         } => {
             out.put_i32(kind::REQUEST);
             out.put_i64(-1);
-            out.put_i32((16 + body.len()) as i32);
-            out.put_i64(*session_id);
-            out.put_i32(*cxid);
-            out.put_i32(*opcode);
-            out.put_slice(body);
+            out.put_i32((REQUEST_HEADER_BYTES + body.len()) as i32);
+            put_request_data(out, *session_id, *cxid, *opcode, body);
             out.put_i32(auth.len() as i32);
             for id in auth {
                 id.encode(out);
