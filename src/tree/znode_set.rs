@@ -18,7 +18,10 @@
 //!   ([`super::children::ChildName`]).
 //! - czxid and ctime are stored relative to the leaf's [`Base`]: znodes that sit next to
 //!   each other were mostly created close together.
-//! - The leaves are in a `BTreeMap` by their first path, one entry per few dozen znodes.
+//! - The leaves are in a `BTreeMap`, one entry per few dozen znodes, each by a path at
+//!   or before its first znode's and after every path of the leaf before it: the
+//!   first path when the leaf was written, kept when that znode is deleted (an
+//!   ascending run of deletes took a key out and put one in per delete).
 //!
 //! A write rebuilds its leaf (a copy of at most 4 KiB, or less when the record keeps its
 //! length: then it is overwritten in place), splitting a leaf that grew too large and
@@ -41,7 +44,8 @@ const LEAF_MERGE_BYTES: usize = LEAF_MAX_BYTES / 4;
 /// valid ZooKeeper paths here.
 #[derive(Default)]
 pub struct ZnodeSet {
-    /// Leaves by the path of their first znode.
+    /// Leaves by a path at or before their first znode's (their first path when
+    /// written), after every path of the leaf before.
     leaves: BTreeMap<Box<[u8]>, Box<[u8]>>,
     /// Number of znodes.
     len: usize,
@@ -500,7 +504,9 @@ impl ZnodeSet {
     }
 
     /// Whether the leaf at `leaf_key` holds a single znode, larger than half a leaf, at
-    /// a path other than `path`.
+    /// a path before `path`: the new znode can start a leaf of its own after it. (One
+    /// after `path` but still in this leaf's range, which a delete can leave below its
+    /// first znode, would then be found in the new leaf.)
     fn is_one_large_other(&self, leaf_key: &[u8], path: &[u8]) -> bool {
         let Some(bytes) = self.leaves.get(leaf_key) else {
             return false;
@@ -509,7 +515,7 @@ impl ZnodeSet {
         let mut items = leaf.items();
         match (items.next(), items.next()) {
             (Some(only), None) => {
-                bytes.len() > LEAF_MAX_BYTES / 2 && cmp_item(&only, path) != Ordering::Equal
+                bytes.len() > LEAF_MAX_BYTES / 2 && cmp_item(&only, path) == Ordering::Less
             }
             _ => false,
         }
@@ -594,9 +600,9 @@ impl ZnodeSet {
             Ok(r) => r,
             Err(e) => return Some((Err(e), false)),
         };
-        let next_key = records.next().map(|(_, _, n)| n.key());
+        let last = records.next().is_none();
         let total = bytes.len() - (end - start);
-        if next_key.is_none() && start == leaf.records_at {
+        if last && start == leaf.records_at {
             // The only znode: the leaf goes.
             let leaf_key: Box<[u8]> = leaf_key.into();
             self.leaves.remove(&leaf_key);
@@ -605,17 +611,9 @@ impl ZnodeSet {
         if total < LEAF_MERGE_BYTES {
             return Some((Ok(answer), false));
         }
-        let new_first = (start == leaf.records_at)
-            .then(|| [leaf.prefix, next_key.expect("a record follows")].concat());
-        let mut b = Vec::with_capacity(total);
-        b.extend_from_slice(&bytes[..start]);
-        b.extend_from_slice(&bytes[end..]);
-        *bytes = b.into_boxed_slice();
-        if let Some(first) = new_first {
-            let leaf_key: Box<[u8]> = leaf_key.into();
-            let leaf = self.leaves.remove(&leaf_key).expect("leaf just changed");
-            self.leaves.insert(first.into_boxed_slice(), leaf);
-        }
+        // The leaf keeps its key even when its first znode goes: the key stays at or
+        // before every path left in it.
+        splice_around(bytes, start, end);
         Some((Ok(answer), true))
     }
 
@@ -740,45 +738,65 @@ impl ZnodeSet {
         Some(Ok(answer))
     }
 
-    /// Rebuilds the leaf holding `path` without it, merging the rest into the next
-    /// leaf when both fit in one ([`LEAF_MERGE_BYTES`]). `path` is there
-    /// ([`ZnodeSet::splice_out`] found it).
+    /// Takes `path` out of a leaf that becomes small ([`LEAF_MERGE_BYTES`]): rebuilt
+    /// and merged with the next leaf when both fit in one, else copied around the
+    /// record as [`ZnodeSet::splice_out`] does (re-encoding it would buy nothing: an
+    /// ascending run of deletes reaches every leaf's last quarter while the next leaf
+    /// is still full). `path` is there ([`ZnodeSet::splice_out`] found it) and is not
+    /// the leaf's only znode.
     fn rebuild_without(&mut self, path: &[u8]) {
-        let (key, _) = self.leaf_of(path).expect("splice_out found the znode");
+        let (key, bytes) = self.leaf_of(path).expect("splice_out found the znode");
+        let leaf = Leaf::parse(bytes);
+        let mut found = None;
+        let mut size = 0;
+        for (start, end, node) in leaf.records() {
+            let it = Item {
+                head: leaf.prefix,
+                tail: node.key(),
+                node,
+            };
+            if found.is_none() && cmp_item(&it, path) == Ordering::Equal {
+                found = Some((start, end));
+            } else {
+                size += it.size();
+            }
+        }
+        let (start, end) = found.expect("splice_out found the znode in this leaf");
+        let merge = size < LEAF_MERGE_BYTES
+            && self
+                .leaves
+                .range::<[u8], _>((Bound::Excluded(key), Bound::Unbounded))
+                .next()
+                .is_some_and(|(_, b)| size + b.len() <= LEAF_MAX_BYTES);
         let key = key.to_vec();
+        if !merge {
+            let bytes = self
+                .leaves
+                .get_mut(key.as_slice())
+                .expect("leaf just found");
+            splice_around(bytes, start, end);
+            return;
+        }
         let (key, old) = self
             .leaves
             .remove_entry(key.as_slice())
             .expect("leaf just found");
         let leaf = Leaf::parse(&old);
         let mut items: Vec<Item<'_>> = Vec::with_capacity(64);
-        let mut found = false;
-        for it in leaf.items() {
-            if !found && cmp_item(&it, path) == Ordering::Equal {
-                found = true;
-            } else {
-                items.push(it);
-            }
-        }
-        assert!(found, "splice_out found the znode in this leaf");
-        // A small leaf takes its successor in, if the two fit in one.
-        let size: usize = items.iter().map(Item::size).sum();
-        let next = if size < LEAF_MERGE_BYTES {
-            self.leaves
-                .range::<[u8], _>((Bound::Excluded(&key[..]), Bound::Unbounded))
-                .next()
-                .filter(|(_, b)| size + b.len() <= LEAF_MAX_BYTES)
-                .map(|(k, _)| k.clone())
-        } else {
-            None
-        };
+        items.extend(
+            leaf.items()
+                .filter(|it| cmp_item(it, path) != Ordering::Equal),
+        );
+        let next = self
+            .leaves
+            .range::<[u8], _>((Bound::Excluded(&key[..]), Bound::Unbounded))
+            .next()
+            .map(|(k, _)| k.clone());
         let next_leaf = next.and_then(|k| self.leaves.remove(&k));
         if let Some(n) = &next_leaf {
             items.extend(Leaf::parse(n).items());
         }
-        if !items.is_empty() {
-            self.put_run(&items, leaf.base, None);
-        }
+        self.put_run(&items, leaf.base, None);
     }
 
     /// Writes `items` (in path order, at least one) as one leaf based on `base`, or as
@@ -849,6 +867,16 @@ impl ZnodeSet {
     }
 }
 
+/// Cuts the record at `start..end` out of a leaf by copying the leaf around it: the
+/// other records, the prefix (which every path left still shares) and the base stay
+/// as they are.
+fn splice_around(bytes: &mut Box<[u8]>, start: usize, end: usize) {
+    let mut b = Vec::with_capacity(bytes.len() - (end - start));
+    b.extend_from_slice(&bytes[..start]);
+    b.extend_from_slice(&bytes[end..]);
+    *bytes = b.into_boxed_slice();
+}
+
 /// The leaf `path` belongs in, found with one search: the last one starting at or
 /// before it, else (a path before every leaf) the first.
 fn leaf_for<'a>(
@@ -901,10 +929,11 @@ mod tests {
                 0
             },
         };
-        // Mostly small, some larger than a leaf, some null.
+        // Mostly small, some larger than a leaf or than half a leaf, some null.
         let data = match seed % 17 {
             0 => None,
             1 => Some(vec![seed as u8; 5000]),
+            2 => Some(vec![seed as u8; 2500]),
             n => Some(vec![seed as u8; (n * 13) as usize]),
         };
         Znode::new(
@@ -984,6 +1013,19 @@ mod tests {
 
     fn check(set: &ZnodeSet, model: &Model<String, Znode>, probes: &[String]) {
         assert_eq!(set.len(), model.len());
+        // Each leaf's key is at or before its first path and after the last path of
+        // the leaf before it; no leaf is empty.
+        let mut last_before: Option<Vec<u8>> = None;
+        for (key, bytes) in &set.leaves {
+            let leaf = Leaf::parse(bytes);
+            let paths: Vec<Vec<u8>> = leaf.items().map(|it| it.path()).collect();
+            assert!(!paths.is_empty(), "an empty leaf at {key:?}");
+            assert!(key[..] <= paths[0][..], "key {key:?} after its first path");
+            if let Some(prev) = &last_before {
+                assert!(prev[..] < key[..], "key {key:?} not after {prev:?}");
+            }
+            last_before = paths.last().cloned();
+        }
         // Every znode in order, with its path.
         let all: Vec<(String, ZnodeRef<'_>)> = set
             .range_from(Bound::Unbounded)
@@ -1168,6 +1210,27 @@ mod tests {
         assert_eq!((got.data_bytes(), got.meta().version), (&data[..], version));
         assert_eq!(set.len(), 20);
         assert!(set.set_data_with(b"/a/k0020", None, |_, _| ()).is_none());
+    }
+
+    /// A delete keeps its leaf's key: after the first znode of [small, half-leaf]
+    /// goes, the leaf is keyed below its one large znode, and a znode inserted in
+    /// between must not start a leaf of its own (the large one would then be looked
+    /// up in it).
+    #[test]
+    fn an_insert_below_a_large_znode_in_a_leaf_keyed_before_it_keeps_it_found() {
+        let mut set = ZnodeSet::new();
+        let small = Znode::new("/a/1", Some(&[1; 10]), 0, &ZnodeMeta::default(), 0);
+        let large = Znode::new("/a/5", Some(&[5; 2500]), 0, &ZnodeMeta::default(), 0);
+        let between = Znode::new("/a/3", Some(&[3; 2000]), 0, &ZnodeMeta::default(), 0);
+        set.insert(&small);
+        set.insert(&large);
+        assert_eq!(set.leaves.len(), 1, "both fit in one leaf");
+        assert!(set.remove(b"/a/1").is_some());
+        set.insert(&between);
+        same(set.get(b"/a/5").expect("the large znode is found"), &large);
+        same(set.get(b"/a/3").expect("the new znode is found"), &between);
+        let paths: Vec<String> = set.range_from(Bound::Unbounded).map(|e| e.path()).collect();
+        assert_eq!(paths, ["/a/3", "/a/5"]);
     }
 
     #[test]
