@@ -91,6 +91,7 @@ impl Server {
             Request::Exists(r) => match self.tree.get(&r.path) {
                 Some(node) => {
                     let stat = node.stat();
+                    self.note_read_bytes(&r.path, 0);
                     if r.watch {
                         self.watches.add(Table::Data, &r.path, conn, STANDARD);
                     }
@@ -109,6 +110,8 @@ impl Server {
             Request::GetData(r) => match self.read_check(&r.path, perm::READ, ids) {
                 Ok(node) => {
                     let packet = ok(&|b| Self::encode_data(node, b));
+                    let data_bytes = node.data_len() as u64;
+                    self.note_read_bytes(&r.path, data_bytes);
                     if r.watch {
                         self.watches.add(Table::Data, &r.path, conn, STANDARD);
                     }
@@ -119,6 +122,8 @@ impl Server {
             Request::GetChildren(r) | Request::GetChildren2(r) => {
                 match self.children_of(&r.path, ids) {
                     Ok((children, stat)) => {
+                        let names_bytes = children.iter().map(|c| c.len() as u64).sum();
+                        self.note_read_bytes(&r.path, names_bytes);
                         if r.watch {
                             self.watches.add(Table::Child, &r.path, conn, STANDARD);
                         }
@@ -156,10 +161,15 @@ impl Server {
             Request::MultiReadMalformed => err(ErrorCode::MarshallingError),
             Request::MultiRead(ops) => {
                 let mut parts: Vec<(i32, Result<bytes::Bytes, ErrorCode>)> = Vec::new();
+                // (path, bytes) of each op that read its znode, noted once `ids` (a
+                // borrow of the connection) is no longer needed.
+                let mut read_bytes: Vec<(&str, u64)> = Vec::with_capacity(ops.len());
                 for o in ops {
                     match o {
                         MultiOp::GetChildren(p) => {
                             let r = self.children_of(&p.path, ids).map(|(children, _)| {
+                                let names_bytes = children.iter().map(|c| c.len() as u64).sum();
+                                read_bytes.push((&p.path, names_bytes));
                                 let mut b = bytes::BytesMut::new();
                                 GetChildrenResponse { children }.encode(&mut b);
                                 b.freeze()
@@ -168,6 +178,7 @@ impl Server {
                         }
                         MultiOp::GetData(p) => {
                             let r = self.read_check(&p.path, perm::READ, ids).map(|node| {
+                                read_bytes.push((&p.path, node.data_len() as u64));
                                 let mut b = bytes::BytesMut::new();
                                 Self::encode_data(node, &mut b);
                                 b.freeze()
@@ -177,6 +188,9 @@ impl Server {
                         // Never here: the decoder keeps one kind per multiRead.
                         _ => parts.push((op::ERROR, Err(ErrorCode::MarshallingError))),
                     }
+                }
+                for (path, bytes) in read_bytes {
+                    self.note_read_bytes(path, bytes);
                 }
                 ok(&|b| {
                     for (t, r) in &parts {
