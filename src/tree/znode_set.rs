@@ -581,8 +581,9 @@ impl ZnodeSet {
     /// Finds the record at `path`, asks `decide` whether it goes, and if so takes it out
     /// of its leaf by copying the leaf around it. `None` when `path` is not there
     /// (`decide` not called); else `decide`'s answer, and whether the removal is done:
-    /// `false` when the leaf must be rebuilt without the record instead (it would
-    /// become small enough to merge), which [`ZnodeSet::rebuild_without`] does.
+    /// `false` when the leaf would become small enough to merge, and
+    /// [`ZnodeSet::rebuild_without`] merges it with its successor or cuts the record
+    /// out.
     fn splice_out<R, E>(
         &mut self,
         path: &[u8],
@@ -690,7 +691,7 @@ impl ZnodeSet {
         }
         let total = bytes.len() - (end - start) + new_len;
         if total <= LEAF_MAX_BYTES {
-            // The znode keeps its place, so the leaf keeps its first path (its key).
+            // The znode keeps its place, so the leaf keeps its key.
             let mut b = Vec::with_capacity(total);
             b.extend_from_slice(&bytes[..start]);
             b.extend_from_slice(len);

@@ -518,7 +518,7 @@ pub fn from_packet(mut p: QuorumPacket) -> Result<Inbound, WireError> {
                 session_id,
                 cxid,
                 opcode,
-                body: d.slice(16..),
+                body: d.slice(REQUEST_HEADER_BYTES..),
                 auth: p.authinfo.take().unwrap_or_default(),
             }
         }
