@@ -125,6 +125,25 @@ def hostport(text):
     return host, int(port)
 
 
+def without_cut_reply(lines):
+    """ZooKeeper's transcript without a partial frame read just before its close.
+
+    Twice in CI (pipelined_mixed_500_then_close_then_requests on 2026-12-06,
+    close_then_exists on 2026-12-07) ZooKeeper, asked to close a session with requests
+    pipelined behind it, closed its socket 4 bytes into a frame after the closeSession
+    reply, where every other run (and 26 isolated runs of the first case) closed at a
+    frame boundary, as keel does. Both transcripts agreed otherwise. Only ZooKeeper's
+    side is forgiven: a cut frame from keel is a defect.
+    """
+    out = []
+    for i, line in enumerate(lines):
+        name, _, what = line.partition(" ")
+        if what.startswith("partial-frame(") and lines[i + 1:i + 2] == [f"{name} closed"]:
+            continue
+        out.append(line)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--zk", required=True, type=hostport)
@@ -150,6 +169,10 @@ def main():
         if zk == keel:
             same += 1
             print(f"same    {name}" + ("   (listed as KNOWN but no longer differs)" if reason else ""))
+            continue
+        if without_cut_reply(zk) == keel:
+            same += 1
+            print(f"same    {name}   (ZooKeeper closed inside a frame; see without_cut_reply)")
             continue
         if reason:
             known_n += 1
