@@ -150,7 +150,7 @@ impl Ensemble {
                     };
                     self.wire.push_back((sid, to, wire));
                 }
-                Effect::Zab(Action::AppendTxns { txns }) => {
+                Effect::Zab(Action::AppendTxns { txns, .. }) => {
                     let m = self.m(sid);
                     m.storage.append(&txns);
                     m.unsynced = txns.last().map(|t| t.zxid as i64).or(m.unsynced);

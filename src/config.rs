@@ -577,6 +577,11 @@ pub struct Config {
     /// client connections, the peer links and the member's core. 0 (the default) means
     /// half the CPUs, at least 1 ([`Config::worker_threads`]).
     pub worker_threads: u32,
+    /// `keel.storageAcks` (keel's own, ensembles): whether a follower's storage thread
+    /// sends the ACK of each PROPOSAL as soon as it has synced it, rather than handing
+    /// the core the news to send it (`zab::Config::storage_acks`; ZooKeeper's
+    /// SyncRequestProcessor thread writes its ACKs itself, too). True by default.
+    pub storage_acks: bool,
     /// `snapCount`: transactions between snapshots (100000; ZooKeeper raises values
     /// below 2 to 2).
     pub snap_count: u64,
@@ -704,6 +709,7 @@ impl Default for Config {
             snap_count: 100_000,
             busy_poll_us: DEFAULT_BUSY_POLL_US,
             worker_threads: 0,
+            storage_acks: true,
             autopurge_snap_retain_count: 3,
             autopurge_purge_interval_hours: 0,
             four_letter_words: FourLetterWhitelist::default(),
@@ -1177,6 +1183,7 @@ impl Config {
                 }
                 self.busy_poll_us = us;
             }
+            "keel.storageAcks" => self.storage_acks = parse_bool(value)?,
             "keel.workerThreads" => {
                 let n = value.parse::<u32>().map_err(|_| not_integer(value))?;
                 if n > MAX_WORKER_THREADS {
@@ -2583,6 +2590,18 @@ mod tests {
         assert_eq!(
             error("dataDir=/d\nkeel.workerThreads=two\n"),
             "zoo.cfg line 2: bad value \"two\" for keel.workerThreads: not an integer"
+        );
+    }
+
+    #[test]
+    fn storage_acks_default_on_and_parse_as_a_boolean() {
+        assert!(parse("dataDir=/d\n").storage_acks);
+        let c = parse("dataDir=/d\nkeel.storageAcks=false\n");
+        assert!(!c.storage_acks);
+        assert!(c.unknown_keys.is_empty(), "{:?}", c.unknown_keys);
+        assert_eq!(
+            error("dataDir=/d\nkeel.storageAcks=maybe\n"),
+            "zoo.cfg line 2: bad value \"maybe\" for keel.storageAcks: expected true or false"
         );
     }
 

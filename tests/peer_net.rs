@@ -228,7 +228,7 @@ impl Runner {
                     let txns = read_for_diff(&*storage, after, upto, snapshot_size_factor);
                     inputs.push_back(Input::LogRead { peer, after, txns });
                 }
-                Action::AppendTxns { txns } => {
+                Action::AppendTxns { txns, .. } => {
                     storage.append(&txns);
                     let zxid = storage.sync();
                     inputs.push_back(Input::Durable { zxid });

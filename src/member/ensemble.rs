@@ -74,6 +74,7 @@ pub fn zab_config(config: &Config, my_id: Sid) -> Result<zab::Config, String> {
         u64::from(config.sync_limit),
     );
     zab.reconfig_enabled = config.reconfig_enabled;
+    zab.storage_acks = config.storage_acks;
     Ok(zab)
 }
 
@@ -774,7 +775,10 @@ impl EnsembleCore {
                 self.peers.close(peer);
                 return true;
             }
-            Action::AppendTxns { txns } => (ZabOp::Append(txns), None),
+            Action::AppendTxns { txns, ack_to } => {
+                let ack = ack_to.and_then(|to| self.peers.ack_link(to));
+                (ZabOp::Append { txns, ack }, None)
+            }
             Action::ReadLog {
                 peer,
                 after,

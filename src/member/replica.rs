@@ -1023,9 +1023,10 @@ impl Replica {
                 self.effects
                     .push(Effect::Zab(Action::InstallSnapshot { zxid, snapshot }));
             }
-            Action::AppendTxns { txns } => {
+            Action::AppendTxns { txns, ack_to } => {
                 self.uncommitted.extend(txns.iter().cloned());
-                self.effects.push(Effect::Zab(Action::AppendTxns { txns }));
+                self.effects
+                    .push(Effect::Zab(Action::AppendTxns { txns, ack_to }));
             }
             Action::TruncateLog { after } => {
                 while self.uncommitted.back().is_some_and(|t| t.zxid > after) {

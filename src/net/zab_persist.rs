@@ -3,9 +3,11 @@
 //! [`ZabStore`], on a blocking thread, in the order they are queued.
 //!
 //! - Appends are group-committed: every append already queued is written, then one
-//!   sync covers them all, then the highest durable zxid is published on a watch channel
-//!   (which never blocks, so the core and this thread cannot deadlock on full queues).
-//!   The core feeds it to Zab as [`crate::zab::Input::Durable`].
+//!   sync covers them all, then the ACKs of those that carry an [`AckLink`] are sent
+//!   (a follower's, [`crate::zab::Action::AppendTxns`]'s `ack_to`), then the highest
+//!   durable zxid is published on a watch channel (which never blocks, so the core and
+//!   this thread cannot deadlock on full queues). The core feeds it to Zab as
+//!   [`crate::zab::Input::Durable`].
 //! - acceptedEpoch, currentEpoch, TRUNC and SNAP installs must be durable before the core
 //!   runs its next action (the ordering rules in `zab`): they carry a oneshot that this
 //!   thread answers once the write is synced, and the core waits for it. Appends queued
@@ -21,14 +23,17 @@
 //! A storage error is fatal, as in the standalone storage thread: the process exits,
 //! because serving on without knowing what is durable would be a guess.
 
+use super::peer::quorum::AckLink;
 use super::persist::Purge;
 use crate::server::stats::StorageStats;
 use crate::server::StorageOp;
 use crate::storage::zab::ZabStore;
 use crate::storage::{Storage, StorageError};
+use crate::zab::message::Message;
 use crate::zab::storage::read_for_diff;
+use crate::zab::wire::quorum::{encode_message, Side};
 use crate::zab::{Input, Sid, Txn, Zxid};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use std::time::Instant;
 use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 
@@ -39,8 +44,12 @@ const MAX_BATCH_TXNS: usize = 4096;
 #[derive(Debug)]
 pub enum ZabOp {
     /// Append these txns (ascending, above the log's last zxid); durable once the
-    /// published zxid reaches them.
-    Append(Vec<Txn>),
+    /// published zxid reaches them. With `ack`, an ACK of each goes on that
+    /// connection once they are synced, before the zxid is published.
+    Append {
+        txns: Vec<Txn>,
+        ack: Option<AckLink>,
+    },
     /// Durably write acceptedEpoch, then answer `done`.
     AcceptedEpoch {
         epoch: u32,
@@ -95,7 +104,7 @@ pub fn run(
     chunk_slots: &Semaphore,
     purge: Purge,
 ) {
-    let mut batch: Vec<Txn> = Vec::new();
+    let mut batch = Batch::default();
     let mut snapshots = Snapshots {
         started: None,
         purge,
@@ -105,9 +114,9 @@ pub fn run(
         let mut next = Some(first);
         while let Some(op) = next.take() {
             match op {
-                ZabOp::Append(txns) => {
-                    batch.extend(txns);
-                    if batch.len() < MAX_BATCH_TXNS {
+                ZabOp::Append { txns, ack } => {
+                    batch.add(txns, ack);
+                    if batch.txns.len() < MAX_BATCH_TXNS {
                         next = rx.try_recv().ok();
                         continue;
                     }
@@ -134,21 +143,64 @@ pub fn run(
     }
 }
 
-/// Writes `batch` with one sync and publishes the durable zxid.
+/// The appends of one group commit.
+#[derive(Default)]
+struct Batch {
+    txns: Vec<Txn>,
+    /// The ACKs to send once they are synced: a connection and the zxids for it, in
+    /// the order they were appended (one entry per run of appends for one connection).
+    acks: Vec<(AckLink, Vec<Zxid>)>,
+}
+
+impl Batch {
+    fn add(&mut self, txns: Vec<Txn>, ack: Option<AckLink>) {
+        if let Some(link) = ack {
+            let zxids = txns.iter().map(|t| t.zxid);
+            match self.acks.last_mut() {
+                Some((last, run)) if last.same(&link) => run.extend(zxids),
+                _ => self.acks.push((link, zxids.collect())),
+            }
+        }
+        self.txns.extend(txns);
+    }
+}
+
+/// Sends each connection's ACKs as one write: the packets one after another, one per
+/// zxid, as ZooKeeper's follower sends them.
+fn send_acks(acks: &mut Vec<(AckLink, Vec<Zxid>)>) {
+    for (link, zxids) in acks.drain(..) {
+        let Some(&last) = zxids.last() else {
+            continue;
+        };
+        let mut out = BytesMut::with_capacity(zxids.len() * ACK_BYTES);
+        for zxid in &zxids {
+            encode_message(&Message::Ack { zxid: *zxid }, Side::Learner, &mut out)
+                .expect("an ACK always encodes");
+        }
+        link.send(out.freeze(), zxids.len() as u64, last as i64);
+    }
+}
+
+/// An ACK on the wire: type, zxid, data length (-1), authinfo count.
+const ACK_BYTES: usize = 20;
+
+/// Writes `batch` with one sync, sends its ACKs and publishes the durable zxid.
 fn group_commit(
     store: &mut ZabStore,
-    batch: &mut Vec<Txn>,
+    batch: &mut Batch,
     durable: &watch::Sender<Zxid>,
     stats: &StorageStats,
 ) {
-    if batch.is_empty() {
+    if batch.txns.is_empty() {
         return;
     }
-    or_exit(store.try_append(batch));
-    batch.clear();
+    or_exit(store.try_append(&batch.txns));
+    batch.txns.clear();
     let t0 = Instant::now();
     let zxid = or_exit(store.try_sync());
     stats.record_fsync(t0.elapsed().as_millis() as u64);
+    // Before the core hears it: the ACKs are what the leader waits for.
+    send_acks(&mut batch.acks);
     durable.send_if_modified(|d| {
         let up = zxid > *d;
         if up {
@@ -176,7 +228,7 @@ fn execute(
     snapshots: &mut Snapshots,
 ) {
     match op {
-        ZabOp::Append(_) => unreachable!("appends are batched by the caller"),
+        ZabOp::Append { .. } => unreachable!("appends are batched by the caller"),
         ZabOp::AcceptedEpoch { epoch, done } => {
             or_exit(store.try_set_accepted_epoch(epoch));
             let _ = done.send(());
@@ -330,7 +382,10 @@ mod tests {
     /// 9 with autopurge set to `purge`; the snapshots and the first logged txn after.
     fn purged(purge: Purge) -> (Vec<i64>, Zxid) {
         let dir = tempfile::tempdir().unwrap();
-        let mut ops = vec![ZabOp::Append((1..=10).map(txn).collect())];
+        let mut ops = vec![ZabOp::Append {
+            txns: (1..=10).map(txn).collect(),
+            ack: None,
+        }];
         ops.extend([2, 4, 6, 8].into_iter().flat_map(snapshot_ops));
         run_ops(dir.path(), ops, NO_PURGE);
         run_ops(dir.path(), snapshot_ops(9).into(), purge);
@@ -373,8 +428,16 @@ mod tests {
             done: epoch_done,
         })
         .unwrap();
-        tx.try_send(ZabOp::Append(vec![txn(1), txn(2)])).unwrap();
-        tx.try_send(ZabOp::Append(vec![txn(3)])).unwrap();
+        tx.try_send(ZabOp::Append {
+            txns: vec![txn(1), txn(2)],
+            ack: None,
+        })
+        .unwrap();
+        tx.try_send(ZabOp::Append {
+            txns: vec![txn(3)],
+            ack: None,
+        })
+        .unwrap();
         tx.try_send(ZabOp::Truncate {
             after: zxid(1, 2),
             done: trunc_done,

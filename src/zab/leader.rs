@@ -862,6 +862,7 @@ impl Leader {
                 zxid: z,
                 data: txn.clone(),
             }],
+            ack_to: None,
         });
         for (&sid, h) in self.handlers.iter_mut() {
             if h.forwarding() && !h.observer {

@@ -33,7 +33,7 @@ pub struct Learner {
     /// The epoch from LEADERINFO.
     epoch: u32,
     last_heard_ms: u64,
-    /// The highest zxid an ACK was sent for.
+    /// The highest zxid an ACK was sent for, or left to go with its append.
     ack_sent: Zxid,
     /// The last zxid received before NEWLEADER: durable before its ACK. Txns that
     /// arrive after NEWLEADER do not hold the ACK back (continuous writes during a
@@ -251,7 +251,11 @@ impl Learner {
                         ctx.see_config(qv);
                     }
                 }
-                ctx.emit(Action::AppendTxns { txns: vec![t] });
+                let ack_to = self.ack_with_append(ctx, z);
+                ctx.emit(Action::AppendTxns {
+                    txns: vec![t],
+                    ack_to,
+                });
                 Next::Stay
             }
             (
@@ -292,7 +296,10 @@ impl Learner {
                     return Next::Look;
                 }
                 let qv = config_of_txn(&t.data);
-                ctx.emit(Action::AppendTxns { txns: vec![t] });
+                ctx.emit(Action::AppendTxns {
+                    txns: vec![t],
+                    ack_to: None,
+                });
                 if self.commit_only(ctx, z) == Next::Look {
                     return Next::Look;
                 }
@@ -319,7 +326,10 @@ impl Learner {
                 if !ctx.log.append_next(t.clone()) {
                     return Next::Look;
                 }
-                ctx.emit(Action::AppendTxns { txns: vec![t] });
+                ctx.emit(Action::AppendTxns {
+                    txns: vec![t],
+                    ack_to: None,
+                });
                 self.commit(ctx, z)
             }
             (Phase::Syncing, Message::NewLeader { epoch, config }) => {
@@ -545,9 +555,36 @@ impl Learner {
         self.phase = Phase::AwaitUpToDate;
     }
 
+    /// Whether the ACK of PROPOSAL `z`, just appended to the in-memory log, goes with
+    /// its append ([`super::Config::storage_acks`]): in broadcast, on a follower, when
+    /// every other txn of the epoch is acknowledged already (or goes with its own
+    /// append), so the ACKs still leave in zxid order. A ZooKeeper leader commits in
+    /// zxid order and looks at a proposal again only when an ACK for it comes: an ACK
+    /// that overtook the one before could leave a txn uncommitted. `z` then counts as
+    /// acknowledged here. The txns a sync brought are acknowledged by the core
+    /// ([`Learner::ack_durable`]); proposals take this path once those have gone.
+    fn ack_with_append(&mut self, ctx: &Ctx, z: Zxid) -> Option<Sid> {
+        if !ctx.config.storage_acks || self.observer || self.phase != Phase::Broadcast {
+            return None;
+        }
+        let epoch = self.epoch;
+        let caught_up = epoch_of(z) == epoch
+            && ctx
+                .log
+                .after(self.ack_sent)
+                .filter(|t| epoch_of(t.zxid) == epoch)
+                .all(|t| t.zxid == z);
+        if !caught_up {
+            return None;
+        }
+        self.ack_sent = z;
+        Some(self.leader)
+    }
+
     /// In broadcast a follower ACKs each txn of the epoch once it is durable, in zxid
     /// order, including those received before NEWLEADER (ZOOKEEPER-4785). Observers
-    /// never ACK.
+    /// never ACK. Those that went with their appends ([`Learner::ack_with_append`]) are
+    /// counted in `ack_sent` already.
     fn ack_durable(&mut self, ctx: &mut Ctx) {
         if self.observer {
             return;

@@ -18,7 +18,9 @@
 //!   `TruncateLog` and `InstallSnapshot` complete durably before the next action runs
 //!   (ZooKeeper writes them synchronously, too);
 //! - `AppendTxns` may complete later: the runtime reports [`Input::Durable`] once every
-//!   appended txn up to a zxid is synced (group commit);
+//!   appended txn up to a zxid is synced (group commit); with `ack_to`, it also sends
+//!   that peer an ACK per txn once synced, on the connection current when the action
+//!   ran, after everything sent on it before (see [`Config::storage_acks`]);
 //! - `Commit` is applied before any later `SendSnapshot`, so a snapshot holds at least
 //!   the txns committed before it (later ones too if it is written while they apply,
 //!   as ZooKeeper's is: every `Send` to that learner after it must then wait for it);
@@ -107,6 +109,15 @@ pub struct Config {
     /// config never changes: reconfig txns are logged and applied as data only, as
     /// ZooKeeper's `processReconfig` skips them.
     pub reconfig_enabled: bool,
+    /// Whether a follower in broadcast leaves the ACKs of its PROPOSALs to the runtime
+    /// that appends them ([`Action::AppendTxns`]'s `ack_to`): each goes out as soon as
+    /// its txn is synced, where the core would send it only once it has been handed
+    /// [`Input::Durable`], a turn later. ZooKeeper's follower does the same: its
+    /// SyncRequestProcessor thread writes the ACKs after its flush
+    /// (SendAckRequestProcessor). Issue 16: one wake-up less on every write's path.
+    /// The ACKs are the same messages in the same order (one per zxid, ascending).
+    /// Off (the default): the core sends them on `Durable`.
+    pub storage_acks: bool,
 }
 
 impl Config {
@@ -129,6 +140,7 @@ impl Config {
             commit_log_count: 500,
             snapshot_size_factor: 0.33,
             reconfig_enabled: false,
+            storage_acks: false,
         }
     }
 }
@@ -263,11 +275,17 @@ pub enum Action {
         peer: Sid,
     },
     /// Append `txns` to the txn log, then sync (batched), then report
-    /// [`Input::Durable`]. A member must not acknowledge a txn before it is durable;
-    /// the core waits for `Durable` for that.
+    /// [`Input::Durable`]. A member must not acknowledge a txn before it is durable:
+    /// the core waits for `Durable` for that, unless it names `ack_to`.
     AppendTxns {
         /// Ascending, all above the log's last zxid.
         txns: Vec<Txn>,
+        /// Once they are synced, send this peer (the leader) `Message::Ack` for each
+        /// txn, ascending, on the quorum connection current when this action ran and
+        /// after every message sent on it before; dropped if that connection closed
+        /// meanwhile, as a message queued on it would have been. Only a follower in
+        /// broadcast with [`Config::storage_acks`] names one.
+        ack_to: Option<Sid>,
     },
     /// Durably write acceptedEpoch (temp file + rename) before the next action: a member
     /// persists acceptedEpoch before it answers LEADERINFO with ACKEPOCH, and a leader

@@ -14,7 +14,7 @@ use keel::zab::quorum::QuorumVerifier;
 use keel::zab::storage::{read_for_diff, MemStorage, ZabStorage};
 use keel::zab::wire::config::ServerLine;
 use keel::zab::wire::txn::{encode_payload, TxnHeader, ZkTxn};
-use keel::zab::{Action, Config, Input, Peer, RoleChange, Sid, Txn, Zxid};
+use keel::zab::{epoch_of, Action, Config, Input, Peer, RoleChange, Sid, Txn, Zxid};
 
 use super::check::{Checker, ZkLearnerStream};
 
@@ -47,6 +47,9 @@ pub struct Options {
     pub spares: usize,
     /// With `reconfig`: one proposal in this many is a reconfig (when none is pending).
     pub reconfig_every: u64,
+    /// `keel.storageAcks` on every member: a follower's PROPOSAL ACKs go out as its
+    /// storage syncs them ([`keel::zab::Config::storage_acks`]).
+    pub storage_acks: bool,
 }
 
 impl Options {
@@ -71,6 +74,7 @@ impl Options {
             reconfig: false,
             spares: 0,
             reconfig_every: 40,
+            storage_acks: true,
         }
     }
 }
@@ -92,6 +96,9 @@ pub struct Member {
     proposals: BTreeMap<Zxid, Bytes>,
     /// The config it activated last, kept across restarts (its dynamic config file).
     pub config: QuorumVerifier,
+    /// ACKs its storage sends once the txn is synced (`AppendTxns`'s `ack_to`): the
+    /// zxid, the leader and the quorum connection's generation then.
+    storage_acks: Vec<(Zxid, Sid, u64)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -154,6 +161,10 @@ pub struct World {
     /// ZooKeeper 3.8 learner would take it: a keel leader must lead ZooKeeper
     /// followers too.
     zk_streams: HashMap<(Sid, Sid, u64), ZkLearnerStream>,
+    /// The last ACK each learner sent on each quorum connection (from, to, generation):
+    /// they must ascend, as a ZooKeeper leader commits in zxid order and looks at a
+    /// proposal again only when an ACK for it comes.
+    ack_order: HashMap<(Sid, Sid, u64), Zxid>,
     pub failure: Option<String>,
     next_fault_ms: u64,
     next_propose_ms: u64,
@@ -246,6 +257,7 @@ impl World {
             timers: Vec::new(),
             checker: Checker::default(),
             zk_streams: HashMap::new(),
+            ack_order: HashMap::new(),
             failure: None,
             next_fault_ms: 0,
             next_propose_ms: 0,
@@ -287,6 +299,7 @@ impl World {
                 fsync_ms: (1, 5),
                 proposals: BTreeMap::new(),
                 config,
+                storage_acks: Vec::new(),
             });
         }
         for sid in 1..=all as Sid {
@@ -323,6 +336,7 @@ impl World {
         let quorum = self.members[sid as usize - 1].config.clone();
         let mut c = Config::new(sid, quorum, TICK_MS, 10, 5);
         c.reconfig_enabled = self.opts.reconfig;
+        c.storage_acks = self.opts.storage_acks;
         c.max_notification_interval_ms = 1_600;
         c.commit_log_count = self.opts.commit_log_count;
         c
@@ -349,6 +363,7 @@ impl World {
         m.role = None;
         m.proposals.clear();
         m.sync = None;
+        m.storage_acks.clear();
         let (peer, actions) = Peer::new(config, recovered, now);
         m.peer = Some(peer);
         let applied = m.applied.clone();
@@ -375,6 +390,7 @@ impl World {
         m.peer = None;
         m.storage.crash();
         m.sync = None;
+        m.storage_acks.clear();
         m.role = None;
         let n = self.members.len() as Sid;
         for other in 1..=n {
@@ -504,6 +520,31 @@ impl World {
             let stream = self.zk_streams.entry((from, to, generation)).or_default();
             if let Err(e) = stream.on_leader_msg(&msg) {
                 self.fail(format!("leader {from} to learner {to}: {e}"));
+            }
+        }
+        if let Message::Ack { zxid } = msg {
+            // Every txn of the epoch the learner holds below it, and has not seen
+            // committed, was ACKed before it on this connection (ZOOKEEPER-4785: those
+            // of the sync too).
+            let m = &self.members[from as usize - 1];
+            let committed = m.peer.as_ref().map_or(0, |p| p.committed());
+            let skipped = m
+                .storage
+                .log()
+                .iter()
+                .map(|t| t.zxid)
+                .filter(|&y| y < zxid && y > committed && epoch_of(y) == epoch_of(zxid))
+                .max();
+            let last = self.ack_order.entry((from, to, generation)).or_default();
+            let last = std::mem::replace(last, zxid.max(*last));
+            if zxid < last {
+                self.fail(format!(
+                    "learner {from} sent leader {to} ACK {zxid:#x} after ACK {last:#x} on one connection"
+                ));
+            } else if let Some(y) = skipped.filter(|&y| y > last) {
+                self.fail(format!(
+                    "learner {from} sent leader {to} ACK {zxid:#x} with {y:#x} of the same epoch held and not ACKed (the last ACK: {last:#x})"
+                ));
             }
         }
         let q = self
@@ -678,9 +719,16 @@ impl World {
                     let input = Input::LogRead { peer, after, txns };
                     self.timers.push((at, Timer::LogRead { sid, input }));
                 }
-                Action::AppendTxns { txns } => {
+                Action::AppendTxns { txns, ack_to } => {
+                    let conn = ack_to.map(|to| (to, self.conns.get(&key(sid, to)).copied()));
                     let m = self.m(sid);
                     m.storage.append(&txns);
+                    // On the connection up now, as the runtime's handle is; none: lost,
+                    // as a message sent now would be.
+                    if let Some((to, Some(c))) = conn.filter(|(_, c)| c.is_some_and(|c| c.up)) {
+                        let acks = txns.iter().map(|t| (t.zxid, to, c.generation));
+                        m.storage_acks.extend(acks);
+                    }
                     self.schedule_sync(sid);
                 }
                 Action::PersistAcceptedEpoch { epoch } => {
@@ -692,6 +740,7 @@ impl World {
                 Action::TruncateLog { after } => {
                     let m = self.m(sid);
                     m.storage.truncate_after(after);
+                    m.storage_acks.retain(|&(z, _, _)| z <= after);
                     let len = m.storage.log().len();
                     if let Some((_, point)) = m.sync.as_mut() {
                         *point = (*point).min(len);
@@ -706,6 +755,7 @@ impl World {
                         ));
                     }
                     m.storage.install_snapshot(zxid, snapshot.clone());
+                    m.storage_acks.clear();
                     m.applied = decode_state(snapshot);
                     if let Some((_, point)) = m.sync.as_mut() {
                         *point = 0;
@@ -1022,8 +1072,19 @@ impl World {
                     let (_, point) = m.sync.take().expect("sync");
                     let zxid = m.storage.sync_to(point);
                     let sid = m.sid;
+                    let synced = m.storage_acks.iter().take_while(|a| a.0 <= zxid).count();
+                    let acks: Vec<(Zxid, Sid, u64)> = m.storage_acks.drain(..synced).collect();
                     let now = self.now_ms;
                     self.log(|| format!("{now} {sid}: durable {zxid:#x}"));
+                    // The storage thread's ACKs, before the core hears of the sync.
+                    for (z, to, generation) in acks {
+                        let c = self.conns.get(&key(sid, to)).copied().unwrap_or_default();
+                        if c.up && c.generation == generation {
+                            self.log(|| format!("{now} {sid}: storage -> {to}: ACK {z:#x}"));
+                            *self.syncs.entry("storage_ack").or_default() += 1;
+                            self.enqueue(sid, to, Message::Ack { zxid: z }, generation);
+                        }
+                    }
                     self.schedule_sync(sid);
                     self.input(sid, Input::Durable { zxid });
                 }
@@ -1185,10 +1246,11 @@ fn short_msg(m: &Message) -> String {
 fn short(a: &Action) -> String {
     match a {
         Action::Send { to, msg } => format!("-> {to}: {}", short_msg(msg)),
-        Action::AppendTxns { txns } => format!(
-            "append {:#x}..{:#x}",
+        Action::AppendTxns { txns, ack_to } => format!(
+            "append {:#x}..{:#x}{}",
             txns[0].zxid,
-            txns[txns.len() - 1].zxid
+            txns[txns.len() - 1].zxid,
+            ack_to.map_or(String::new(), |to| format!(", ACK to {to} once synced"))
         ),
         Action::InstallSnapshot { zxid, .. } => format!("install snapshot {zxid:#x}"),
         other => format!("{other:x?}"),

@@ -611,7 +611,7 @@ impl World {
 
     fn execute_action(&mut self, sid: Sid, a: Action) {
         let appended = match &a {
-            Action::AppendTxns { txns } => txns.last().map(|t| t.zxid),
+            Action::AppendTxns { txns, .. } => txns.last().map(|t| t.zxid),
             _ => None,
         };
         let a = match zab_storage::execute(&mut self.m(sid).storage, a) {

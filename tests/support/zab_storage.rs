@@ -9,7 +9,7 @@ use keel::zab::Action;
 /// other action is handed back.
 pub fn execute<S: ZabStorage>(storage: &mut S, a: Action) -> Result<(), Action> {
     match a {
-        Action::AppendTxns { txns } => storage.append(&txns),
+        Action::AppendTxns { txns, .. } => storage.append(&txns),
         Action::PersistAcceptedEpoch { epoch } => storage.set_accepted_epoch(epoch),
         Action::PersistCurrentEpoch { epoch } => storage.set_current_epoch(epoch),
         Action::TruncateLog { after } => storage.truncate_after(after),

@@ -173,25 +173,34 @@ pub(crate) async fn connect(
 pub async fn write_batch(
     wr: &mut PeerWriter,
     first: Bytes,
-    mut more: impl FnMut() -> Option<Bytes>,
+    more: impl FnMut() -> Option<Bytes>,
 ) -> io::Result<()> {
+    let (batch, big) = gather(first, more);
+    wr.write_all(&batch).await?;
+    match big {
+        Some(b) => wr.write_all(&b).await,
+        None => Ok(()),
+    }
+}
+
+/// What [`write_batch`] writes: `first` and whatever `more` yields right away, up to
+/// [`BATCH_BYTES`], as one piece (copied into one buffer), and then a part of
+/// [`BATCH_BYTES`] or more as it is (a SNAP's stream, not copied). `first` alone when it
+/// is that large.
+pub fn gather(first: Bytes, mut more: impl FnMut() -> Option<Bytes>) -> (Bytes, Option<Bytes>) {
     if first.len() >= BATCH_BYTES {
-        return wr.write_all(&first).await;
+        return (first, None);
     }
     let mut batch = BytesMut::with_capacity(first.len().max(4096));
     batch.extend_from_slice(&first);
     while batch.len() < BATCH_BYTES {
         match more() {
-            // A large one (a SNAP's stream) is written as it is, not copied.
-            Some(b) if b.len() >= BATCH_BYTES => {
-                wr.write_all(&batch).await?;
-                return wr.write_all(&b).await;
-            }
+            Some(b) if b.len() >= BATCH_BYTES => return (batch.freeze(), Some(b)),
             Some(b) => batch.extend_from_slice(&b),
             None => break,
         }
     }
-    wr.write_all(&batch).await
+    (batch.freeze(), None)
 }
 
 /// A malformed-input error, for the log line that closes a connection.

@@ -663,6 +663,16 @@ impl PeerNet {
         self.cork.flush(&self.shared);
     }
 
+    /// Queues what the cork holds, then a handle on `peer`'s current quorum connection
+    /// for the storage thread to send ACKs on once it has synced their txns
+    /// ([`crate::zab::Action::AppendTxns`]'s `ack_to`): they go after everything sent
+    /// to `peer` before, and nowhere if the connection closes first. `None` without a
+    /// connection (the ACKs are lost, as a message sent then would be).
+    pub fn ack_link(&mut self, peer: Sid) -> Option<quorum::AckLink> {
+        self.flush();
+        quorum::ack_link(&self.shared, peer)
+    }
+
     /// Closes the quorum connection to `peer`, if any (Action::CloseConnection). Not
     /// reported back: the core asked for it.
     pub fn close(&self, peer: Sid) {

@@ -27,7 +27,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
@@ -53,6 +54,8 @@ struct Slot {
     /// The outgoing queue, bounded by the bytes in it (`queued`).
     tx: mpsc::UnboundedSender<Bytes>,
     queued: Arc<AtomicUsize>,
+    /// Writes made without the writer task ([`AckLink`]).
+    direct: Arc<Direct>,
     /// Dropped to close the connection at once, queued bytes or not.
     _close: oneshot::Sender<()>,
     /// Whether the core has been handed this connection's first message. Until then
@@ -95,6 +98,30 @@ pub struct QuorumLinkInfo {
     /// Packets and bytes queued to it, not yet written.
     pub queued_packets: usize,
     pub queued_bytes: usize,
+}
+
+/// A plaintext connection's socket, for writes made by another thread than its writer
+/// task when nothing is queued before them: the storage thread's ACKs ([`AckLink`]),
+/// which then go out without a wake-up of the core or of the writer task in between.
+/// TLS connections have none: their writes stay the writer task's.
+#[derive(Default)]
+struct Direct {
+    /// The socket's write half while the connection is current (taken when its slot
+    /// goes, so nothing is written on a connection the core closed).
+    socket: parking_lot::Mutex<Option<Arc<OwnedWriteHalf>>>,
+    /// Held around every write on the socket, by the writer task and by direct
+    /// writers, so that no two writes interleave; and by a direct writer from its
+    /// check of `unwritten` until what it could not write is queued.
+    write: parking_lot::Mutex<()>,
+    /// Bytes queued and not yet written: a direct write goes only when there are none
+    /// (it would overtake them).
+    unwritten: AtomicUsize,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.direct.socket.lock().take();
+    }
 }
 
 /// The bytes a queued part of `len` bytes counts for against a queue of `limit` bytes:
@@ -154,10 +181,115 @@ impl Slot {
             self.counters.last_zxid.store(zxid, Ordering::Relaxed);
         }
         for bytes in parts {
+            // Counted before it is queued: a direct writer that finds none unwritten
+            // finds nothing queued.
+            self.direct
+                .unwritten
+                .fetch_add(bytes.len(), Ordering::AcqRel);
             // A closed queue means the connection ended; its end is reported by its
             // task.
             let _ = self.tx.send(bytes);
         }
+        true
+    }
+
+    /// This connection's queue, for writes from another thread ([`AckLink`]).
+    fn ack_queue(&self, limit: usize) -> AckQueue {
+        AckQueue {
+            limit,
+            tx: self.tx.clone(),
+            queued: self.queued.clone(),
+            direct: self.direct.clone(),
+            counters: self.counters.clone(),
+        }
+    }
+}
+
+/// One quorum connection, for the storage thread to send the ACKs of the txns it has
+/// just synced on it ([`crate::zab::Action::AppendTxns`]'s `ack_to`, issue 16): written
+/// on the socket at once when nothing is queued before them (plaintext), else queued
+/// behind what is, as the core's messages are. Either way after everything the core
+/// queued on the connection before it made the handle, and never on a connection that
+/// has closed or been replaced since (those ACKs are lost with it, as queued messages
+/// are).
+pub struct AckLink {
+    shared: Arc<Shared>,
+    peer: Sid,
+    generation: u64,
+    queue: AckQueue,
+}
+
+/// What an [`AckLink`] writes through: its connection's queue and socket.
+struct AckQueue {
+    limit: usize,
+    tx: mpsc::UnboundedSender<Bytes>,
+    queued: Arc<AtomicUsize>,
+    direct: Arc<Direct>,
+    counters: Arc<LinkCounters>,
+}
+
+impl std::fmt::Debug for AckLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AckLink")
+            .field("peer", &self.peer)
+            .field("generation", &self.generation)
+            .finish()
+    }
+}
+
+impl AckLink {
+    /// Whether `other` is the same connection.
+    pub fn same(&self, other: &AckLink) -> bool {
+        Arc::ptr_eq(&self.queue.direct, &other.queue.direct)
+    }
+
+    /// Sends `acks`: `messages` packets encoded back to back, the last one's zxid
+    /// `last_zxid`. Called from the storage thread; never blocks on the peer. A queue
+    /// that is full closes the connection, as the core's sends do.
+    pub fn send(&self, acks: Bytes, messages: u64, last_zxid: i64) {
+        if !self.queue.send(acks, messages, last_zxid) {
+            let mut slots = self.shared.quorum.lock();
+            if slots.is_current(self.peer, self.generation) {
+                drop_full(&self.shared, &mut slots, self.peer);
+            }
+        }
+    }
+}
+
+impl AckQueue {
+    /// [`AckLink::send`]; false when the queue is full.
+    fn send(&self, acks: Bytes, messages: u64, last_zxid: i64) -> bool {
+        self.counters.sent.fetch_add(messages, Ordering::Relaxed);
+        self.counters.last_zxid.store(last_zxid, Ordering::Relaxed);
+        let _write = self.direct.write.lock();
+        {
+            let socket = self.direct.socket.lock().clone();
+            match socket.filter(|_| self.direct.unwritten.load(Ordering::Acquire) == 0) {
+                Some(socket) => {
+                    // A full socket (or a broken one, which the writer task reports):
+                    // what it did not take waits in the queue, queued before the write
+                    // lock goes so that no other direct write passes it.
+                    let written = socket.try_write(&acks).unwrap_or(0);
+                    written == acks.len() || self.push_rest(acks.slice(written..))
+                }
+                // Bytes queued before these, TLS, or a connection gone (whose queue
+                // drops them): behind what is queued.
+                None => self.push_rest(acks),
+            }
+        }
+    }
+
+    /// Queues `bytes` (part of a message or more) unless the queue is full.
+    fn push_rest(&self, bytes: Bytes) -> bool {
+        let len = bytes.len();
+        let before = self.queued.fetch_add(len, Ordering::AcqRel);
+        if before.saturating_add(len) > self.limit {
+            self.queued.fetch_sub(len, Ordering::AcqRel);
+            return false;
+        }
+        self.counters.queued_packets.fetch_add(1, Ordering::Relaxed);
+        self.direct.unwritten.fetch_add(len, Ordering::AcqRel);
+        let _ = self.tx.send(bytes);
         true
     }
 }
@@ -169,6 +301,7 @@ struct QueueRx {
     /// The queue's limit, bytes (what [`charge`] counted a message for).
     limit: usize,
     counters: Arc<LinkCounters>,
+    direct: Arc<Direct>,
 }
 
 impl QueueRx {
@@ -297,6 +430,7 @@ impl Slots {
             queued_packets: AtomicUsize::new(0),
         });
         let (close_tx, close) = oneshot::channel();
+        let direct = Arc::new(Direct::default());
         let slot = Slot {
             generation,
             remote,
@@ -304,6 +438,7 @@ impl Slots {
             side,
             tx,
             queued: queued.clone(),
+            direct: direct.clone(),
             _close: close_tx,
             admitted: remote.is_none(),
         };
@@ -316,6 +451,7 @@ impl Slots {
             queued,
             limit,
             counters,
+            direct,
         };
         Installed {
             generation,
@@ -604,6 +740,19 @@ fn open(shared: &Arc<Shared>, to: Sid, msg: &Message) {
     });
 }
 
+/// A handle on `to`'s current connection for the storage thread's ACKs, if it has one
+/// the core was handed (see [`AckLink`]).
+pub(crate) fn ack_link(shared: &Arc<Shared>, to: Sid) -> Option<AckLink> {
+    let slots = shared.quorum.lock();
+    let slot = slots.slots.get(&to).filter(|s| s.admitted)?;
+    Some(AckLink {
+        shared: shared.clone(),
+        peer: to,
+        generation: slot.generation,
+        queue: slot.ack_queue(shared.params.queue_bytes),
+    })
+}
+
 /// Closes `peer`'s connection, unreported (Action::CloseConnection).
 pub(crate) fn close(shared: &Shared, peer: Sid) {
     shared.lost.remove(peer);
@@ -730,6 +879,20 @@ async fn run(
         .map_or_else(|e| format!("(address unknown: {e})"), |a| a.to_string());
     let (rd, wr) = stream.into_split();
     let counters = rx.counters.clone();
+    let wr = match wr {
+        link::Either::Plain(wr) => {
+            let wr = Arc::new(wr);
+            // Only while the connection is current (its slot takes it back when it
+            // goes, under the same lock): a slot gone already keeps none.
+            let slots = shared.quorum.lock();
+            if slots.is_current(peer, generation) {
+                *rx.direct.socket.lock() = Some(wr.clone());
+            }
+            drop(slots);
+            Writer::Plain(wr)
+        }
+        tls => Writer::Queued(tls),
+    };
     tokio::select! {
         biased;
         _ = &mut close => return,
@@ -746,9 +909,57 @@ async fn run(
     let _ = shared.events.send(Event::Closed { peer, generation }).await;
 }
 
-async fn write_packets(mut wr: PeerWriter, rx: &mut QueueRx) -> io::Result<()> {
-    while let Some(first) = rx.recv().await {
-        link::write_batch(&mut wr, first, || rx.try_recv()).await?;
+/// A connection's writing end: a plaintext socket shared with direct writers
+/// ([`Direct`]), or a TLS one that only the writer task writes.
+enum Writer {
+    Plain(Arc<OwnedWriteHalf>),
+    Queued(PeerWriter),
+}
+
+async fn write_packets(wr: Writer, rx: &mut QueueRx) -> io::Result<()> {
+    let direct = rx.direct.clone();
+    match wr {
+        Writer::Queued(mut wr) => {
+            while let Some(first) = rx.recv().await {
+                let (batch, big) = link::gather(first, || rx.try_recv());
+                let len = batch.len() + big.as_ref().map_or(0, |b| b.len());
+                wr.write_all(&batch).await?;
+                if let Some(b) = big {
+                    wr.write_all(&b).await?;
+                }
+                direct.unwritten.fetch_sub(len, Ordering::AcqRel);
+            }
+        }
+        Writer::Plain(wr) => {
+            while let Some(first) = rx.recv().await {
+                let (batch, big) = link::gather(first, || rx.try_recv());
+                write_shared(&wr, &direct, &batch).await?;
+                if let Some(b) = &big {
+                    write_shared(&wr, &direct, b).await?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes `buf` on a socket that direct writers share: each write under the write lock,
+/// and its bytes no longer counted unwritten once written.
+async fn write_shared(wr: &OwnedWriteHalf, direct: &Direct, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        let written = {
+            let _write = direct.write.lock();
+            wr.try_write(buf)
+        };
+        match written {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                direct.unwritten.fetch_sub(n, Ordering::AcqRel);
+                buf = &buf[n..];
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => wr.writable().await?,
+            Err(e) => return Err(e),
+        }
     }
     Ok(())
 }
@@ -842,6 +1053,74 @@ async fn read_packets(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A connected plaintext socket pair: this end's write half as a connection's
+    /// writer would hold it, and the peer's end.
+    async fn socket_pair() -> (Arc<OwnedWriteHalf>, tokio::net::TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (ours, theirs) = tokio::join!(tokio::net::TcpStream::connect(addr), listener.accept());
+        let (_, wr) = ours.unwrap().into_split();
+        (Arc::new(wr), theirs.unwrap().0)
+    }
+
+    async fn read_exactly(peer: &mut tokio::net::TcpStream, n: usize) -> Vec<u8> {
+        let mut buf = vec![0u8; n];
+        tokio::io::AsyncReadExt::read_exact(peer, &mut buf)
+            .await
+            .unwrap();
+        buf
+    }
+
+    /// The storage thread's ACKs go straight onto the socket when nothing is queued
+    /// before them, behind the queue when something is (the writer task then writes
+    /// both in order), and nowhere once the connection is gone.
+    #[tokio::test]
+    async fn acks_from_another_thread_never_overtake_what_is_queued() {
+        let mut slots = Slots::default();
+        let mut installed = slots.install(1, Side::Learner, None, None, 1 << 20);
+        let (wr, mut peer) = socket_pair().await;
+        let slot = slots.slots.get(&1).expect("installed");
+        *slot.direct.socket.lock() = Some(wr.clone());
+        let acks = slot.ack_queue(1 << 20);
+        let ack = |n: u8| Bytes::from(vec![n; 20]);
+
+        // Nothing queued: written at once, no queue, no writer task.
+        assert!(acks.send(ack(1), 1, 1));
+        assert!(installed.rx.try_recv().is_none(), "not queued");
+        assert_eq!(read_exactly(&mut peer, 20).await, vec![1; 20]);
+
+        // A PING the core queued and the writer has not written yet: the ACK waits
+        // behind it.
+        assert!(slot.push([Bytes::from(vec![9u8; 16])], 1 << 20));
+        assert!(acks.send(ack(2), 1, 2));
+        let queued: Vec<Bytes> = std::iter::from_fn(|| installed.rx.try_recv()).collect();
+        assert_eq!(queued, [Bytes::from(vec![9u8; 16]), ack(2)]);
+        for b in &queued {
+            write_shared(&wr, &slot.direct, b).await.unwrap();
+        }
+        let mut want = vec![9u8; 16];
+        want.extend([2u8; 20]);
+        assert_eq!(read_exactly(&mut peer, 36).await, want);
+        assert_eq!(slot.direct.unwritten.load(Ordering::Acquire), 0);
+
+        // Written once more straight away, then the connection goes: nothing after.
+        assert!(acks.send(ack(3), 1, 3));
+        assert_eq!(read_exactly(&mut peer, 20).await, vec![3; 20]);
+        assert_eq!(
+            slot.counters.sent.load(Ordering::Relaxed),
+            4,
+            "1 PING, 3 ACKs"
+        );
+        slots.slots.remove(&1);
+        acks.send(ack(4), 1, 4);
+        drop((wr, installed));
+        let mut rest = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut peer, &mut rest)
+            .await
+            .unwrap();
+        assert!(rest.is_empty(), "{} bytes after the close", rest.len());
+    }
 
     #[test]
     fn a_snap_past_the_limit_goes_into_an_empty_queue_and_packets_after_it_still_fit() {
