@@ -163,6 +163,68 @@ impl Slot {
         last_zxid: Option<i64>,
         limit: usize,
     ) -> bool {
+        // Under the write lock: a direct writer whose bytes the socket took only in
+        // part queues the rest before it lets go, and no message may be queued in
+        // between (it would land inside the direct writer's packet on the wire).
+        let _write = self.direct.write.lock();
+        let queue = Queue {
+            tx: &self.tx,
+            queued: &self.queued,
+            direct: &self.direct,
+            counters: &self.counters,
+            limit,
+        };
+        queue.push_locked(parts, messages, last_zxid)
+    }
+
+    /// This connection's queue, for writes from another thread ([`AckLink`]).
+    fn ack_queue(&self, limit: usize) -> AckQueue {
+        AckQueue {
+            limit,
+            tx: self.tx.clone(),
+            queued: self.queued.clone(),
+            direct: self.direct.clone(),
+            counters: self.counters.clone(),
+        }
+    }
+}
+
+/// One quorum connection, for the storage thread to send the ACKs of the txns it has
+/// just synced on it ([`crate::zab::Action::AppendTxns`]'s `ack_to`, issue 16): written
+/// on the socket at once when nothing is queued before them (plaintext), else queued
+/// behind what is, as the core's messages are. Either way after everything the core
+/// queued on the connection before it made the handle, and never on a connection that
+/// has closed or been replaced since (those ACKs are lost with it, as queued messages
+/// are).
+pub struct AckLink {
+    shared: Arc<Shared>,
+    peer: Sid,
+    generation: u64,
+    queue: AckQueue,
+}
+
+/// A connection's queue as its pushers see it.
+struct Queue<'a> {
+    tx: &'a mpsc::UnboundedSender<Bytes>,
+    queued: &'a AtomicUsize,
+    direct: &'a Direct,
+    counters: &'a LinkCounters,
+    limit: usize,
+}
+
+impl Queue<'_> {
+    /// Queues one message, the bytes `parts` in order (one part, or a SNAP's three),
+    /// `messages` messages encoded back to back, the last one's zxid `last_zxid` (for
+    /// the link's figures), unless that would take the queue past its limit (see
+    /// [`charge`] for a part larger than half the limit, which only an empty queue
+    /// takes); `false` if full. The caller holds `direct.write`.
+    fn push_locked<const N: usize>(
+        &self,
+        parts: [Bytes; N],
+        messages: u64,
+        last_zxid: Option<i64>,
+    ) -> bool {
+        let limit = self.limit;
         let big = parts.iter().any(|b| oversized(b.len(), limit));
         if big && self.counters.queued_packets.load(Ordering::Acquire) > 0 {
             return false;
@@ -192,31 +254,6 @@ impl Slot {
         }
         true
     }
-
-    /// This connection's queue, for writes from another thread ([`AckLink`]).
-    fn ack_queue(&self, limit: usize) -> AckQueue {
-        AckQueue {
-            limit,
-            tx: self.tx.clone(),
-            queued: self.queued.clone(),
-            direct: self.direct.clone(),
-            counters: self.counters.clone(),
-        }
-    }
-}
-
-/// One quorum connection, for the storage thread to send the ACKs of the txns it has
-/// just synced on it ([`crate::zab::Action::AppendTxns`]'s `ack_to`, issue 16): written
-/// on the socket at once when nothing is queued before them (plaintext), else queued
-/// behind what is, as the core's messages are. Either way after everything the core
-/// queued on the connection before it made the handle, and never on a connection that
-/// has closed or been replaced since (those ACKs are lost with it, as queued messages
-/// are).
-pub struct AckLink {
-    shared: Arc<Shared>,
-    peer: Sid,
-    generation: u64,
-    queue: AckQueue,
 }
 
 /// What an [`AckLink`] writes through: its connection's queue and socket.
@@ -259,37 +296,31 @@ impl AckLink {
 impl AckQueue {
     /// [`AckLink::send`]; false when the queue is full.
     fn send(&self, acks: Bytes, messages: u64, last_zxid: i64) -> bool {
+        // Held from the check of what is unwritten until what the socket did not take
+        // is queued: no other write, direct or queued, comes in between.
+        let _write = self.direct.write.lock();
+        let queue = Queue {
+            tx: &self.tx,
+            queued: &self.queued,
+            direct: &self.direct,
+            counters: &self.counters,
+            limit: self.limit,
+        };
+        let socket = self.direct.socket.lock().clone();
+        let Some(socket) = socket.filter(|_| self.direct.unwritten.load(Ordering::Acquire) == 0)
+        else {
+            // Bytes queued before these, TLS, or a connection gone (whose queue drops
+            // them): behind what is queued.
+            return queue.push_locked([acks], messages, Some(last_zxid));
+        };
+        // A full socket (or a broken one, which the writer task reports): what it did
+        // not take waits in the queue, ahead of anything queued after.
+        let written = socket.try_write(&acks).unwrap_or(0);
+        if written < acks.len() {
+            return queue.push_locked([acks.slice(written..)], messages, Some(last_zxid));
+        }
         self.counters.sent.fetch_add(messages, Ordering::Relaxed);
         self.counters.last_zxid.store(last_zxid, Ordering::Relaxed);
-        let _write = self.direct.write.lock();
-        {
-            let socket = self.direct.socket.lock().clone();
-            match socket.filter(|_| self.direct.unwritten.load(Ordering::Acquire) == 0) {
-                Some(socket) => {
-                    // A full socket (or a broken one, which the writer task reports):
-                    // what it did not take waits in the queue, queued before the write
-                    // lock goes so that no other direct write passes it.
-                    let written = socket.try_write(&acks).unwrap_or(0);
-                    written == acks.len() || self.push_rest(acks.slice(written..))
-                }
-                // Bytes queued before these, TLS, or a connection gone (whose queue
-                // drops them): behind what is queued.
-                None => self.push_rest(acks),
-            }
-        }
-    }
-
-    /// Queues `bytes` (part of a message or more) unless the queue is full.
-    fn push_rest(&self, bytes: Bytes) -> bool {
-        let len = bytes.len();
-        let before = self.queued.fetch_add(len, Ordering::AcqRel);
-        if before.saturating_add(len) > self.limit {
-            self.queued.fetch_sub(len, Ordering::AcqRel);
-            return false;
-        }
-        self.counters.queued_packets.fetch_add(1, Ordering::Relaxed);
-        self.direct.unwritten.fetch_add(len, Ordering::AcqRel);
-        let _ = self.tx.send(bytes);
         true
     }
 }
@@ -1070,6 +1101,41 @@ mod tests {
             .await
             .unwrap();
         buf
+    }
+
+    /// A direct writer whose bytes the socket took in part queues the rest under the
+    /// write lock; a message the core queues meanwhile waits for the lock, so it goes
+    /// after that rest, never inside the direct writer's packet.
+    #[test]
+    fn a_message_queued_during_a_direct_write_waits_behind_its_rest() {
+        let mut slots = Slots::default();
+        let mut installed = slots.install(1, Side::Learner, None, None, 1 << 20);
+        let slot = slots.slots.get(&1).expect("installed");
+        let rest = Bytes::from(vec![3u8; 7]);
+        let ping = Bytes::from(vec![9u8; 16]);
+        let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                // The storage thread: it holds the write lock, its write was partial,
+                // and it queues the rest a moment later.
+                let _write = slot.direct.write.lock();
+                locked_tx.send(()).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                let queue = Queue {
+                    tx: &slot.tx,
+                    queued: &slot.queued,
+                    direct: &slot.direct,
+                    counters: &slot.counters,
+                    limit: 1 << 20,
+                };
+                assert!(queue.push_locked([rest.clone()], 1, Some(7)));
+            });
+            locked_rx.recv().unwrap();
+            // The core queues a PING meanwhile.
+            assert!(slot.push([ping.clone()], 1 << 20));
+        });
+        let queued: Vec<Bytes> = std::iter::from_fn(|| installed.rx.try_recv()).collect();
+        assert_eq!(queued, [rest, ping]);
     }
 
     /// The storage thread's ACKs go straight onto the socket when nothing is queued
