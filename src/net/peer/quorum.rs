@@ -48,14 +48,10 @@ struct Slot {
     generation: u64,
     /// The peer's end, for a connection it made to us (a learner's).
     remote: Option<SocketAddr>,
-    counters: Arc<LinkCounters>,
     /// Which end this member is: PING's data differs.
     side: Side,
-    /// The outgoing queue, bounded by the bytes in it (`queued`).
-    tx: mpsc::UnboundedSender<Bytes>,
-    queued: Arc<AtomicUsize>,
-    /// Writes made without the writer task ([`AckLink`]).
-    direct: Arc<Direct>,
+    /// The outgoing queue.
+    queue: QueueTx,
     /// Dropped to close the connection at once, queued bytes or not.
     _close: oneshot::Sender<()>,
     /// Whether the core has been handed this connection's first message. Until then
@@ -120,7 +116,7 @@ struct Direct {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.direct.socket.lock().take();
+        self.queue.direct.socket.lock().take();
     }
 }
 
@@ -166,25 +162,15 @@ impl Slot {
         // Under the write lock: a direct writer whose bytes the socket took only in
         // part queues the rest before it lets go, and no message may be queued in
         // between (it would land inside the direct writer's packet on the wire).
-        let _write = self.direct.write.lock();
-        let queue = Queue {
-            tx: &self.tx,
-            queued: &self.queued,
-            direct: &self.direct,
-            counters: &self.counters,
-            limit,
-        };
-        queue.push_locked(parts, messages, last_zxid)
+        let _write = self.queue.direct.write.lock();
+        self.queue.push_locked(parts, messages, last_zxid, limit)
     }
 
     /// This connection's queue, for writes from another thread ([`AckLink`]).
     fn ack_queue(&self, limit: usize) -> AckQueue {
         AckQueue {
             limit,
-            tx: self.tx.clone(),
-            queued: self.queued.clone(),
-            direct: self.direct.clone(),
-            counters: self.counters.clone(),
+            queue: self.queue.clone(),
         }
     }
 }
@@ -203,19 +189,22 @@ pub struct AckLink {
     queue: AckQueue,
 }
 
-/// A connection's queue as its pushers see it.
-struct Queue<'a> {
-    tx: &'a mpsc::UnboundedSender<Bytes>,
-    queued: &'a AtomicUsize,
-    direct: &'a Direct,
-    counters: &'a LinkCounters,
-    limit: usize,
+/// A connection's outgoing queue as its pushers hold it: the core ([`Slot`]) and the
+/// storage thread ([`AckQueue`]).
+#[derive(Clone)]
+struct QueueTx {
+    tx: mpsc::UnboundedSender<Bytes>,
+    /// The bytes queued as [`charge`] counts them, which bound the queue.
+    queued: Arc<AtomicUsize>,
+    /// Writes made without the writer task ([`AckLink`]).
+    direct: Arc<Direct>,
+    counters: Arc<LinkCounters>,
 }
 
-impl Queue<'_> {
+impl QueueTx {
     /// Queues one message, the bytes `parts` in order (one part, or a SNAP's three),
     /// `messages` messages encoded back to back, the last one's zxid `last_zxid` (for
-    /// the link's figures), unless that would take the queue past its limit (see
+    /// the link's figures), unless that would take the queue past `limit` bytes (see
     /// [`charge`] for a part larger than half the limit, which only an empty queue
     /// takes); `false` if full. The caller holds `direct.write`.
     fn push_locked<const N: usize>(
@@ -223,8 +212,8 @@ impl Queue<'_> {
         parts: [Bytes; N],
         messages: u64,
         last_zxid: Option<i64>,
+        limit: usize,
     ) -> bool {
-        let limit = self.limit;
         let big = parts.iter().any(|b| oversized(b.len(), limit));
         if big && self.counters.queued_packets.load(Ordering::Acquire) > 0 {
             return false;
@@ -258,11 +247,9 @@ impl Queue<'_> {
 
 /// What an [`AckLink`] writes through: its connection's queue and socket.
 struct AckQueue {
+    /// The queue's limit, bytes.
     limit: usize,
-    tx: mpsc::UnboundedSender<Bytes>,
-    queued: Arc<AtomicUsize>,
-    direct: Arc<Direct>,
-    counters: Arc<LinkCounters>,
+    queue: QueueTx,
 }
 
 impl std::fmt::Debug for AckLink {
@@ -277,7 +264,7 @@ impl std::fmt::Debug for AckLink {
 impl AckLink {
     /// Whether `other` is the same connection.
     pub fn same(&self, other: &AckLink) -> bool {
-        Arc::ptr_eq(&self.queue.direct, &other.queue.direct)
+        Arc::ptr_eq(&self.queue.queue.direct, &other.queue.queue.direct)
     }
 
     /// Sends `acks`: `messages` packets encoded back to back, the last one's zxid
@@ -298,29 +285,28 @@ impl AckQueue {
     fn send(&self, acks: Bytes, messages: u64, last_zxid: i64) -> bool {
         // Held from the check of what is unwritten until what the socket did not take
         // is queued: no other write, direct or queued, comes in between.
-        let _write = self.direct.write.lock();
-        let queue = Queue {
-            tx: &self.tx,
-            queued: &self.queued,
-            direct: &self.direct,
-            counters: &self.counters,
-            limit: self.limit,
-        };
-        let socket = self.direct.socket.lock().clone();
-        let Some(socket) = socket.filter(|_| self.direct.unwritten.load(Ordering::Acquire) == 0)
+        let queue = &self.queue;
+        let _write = queue.direct.write.lock();
+        let socket = queue.direct.socket.lock().clone();
+        let Some(socket) = socket.filter(|_| queue.direct.unwritten.load(Ordering::Acquire) == 0)
         else {
             // Bytes queued before these, TLS, or a connection gone (whose queue drops
             // them): behind what is queued.
-            return queue.push_locked([acks], messages, Some(last_zxid));
+            return queue.push_locked([acks], messages, Some(last_zxid), self.limit);
         };
         // A full socket (or a broken one, which the writer task reports): what it did
         // not take waits in the queue, ahead of anything queued after.
         let written = socket.try_write(&acks).unwrap_or(0);
         if written < acks.len() {
-            return queue.push_locked([acks.slice(written..)], messages, Some(last_zxid));
+            return queue.push_locked(
+                [acks.slice(written..)],
+                messages,
+                Some(last_zxid),
+                self.limit,
+            );
         }
-        self.counters.sent.fetch_add(messages, Ordering::Relaxed);
-        self.counters.last_zxid.store(last_zxid, Ordering::Relaxed);
+        queue.counters.sent.fetch_add(messages, Ordering::Relaxed);
+        queue.counters.last_zxid.store(last_zxid, Ordering::Relaxed);
         true
     }
 }
@@ -420,7 +406,7 @@ impl Slots {
     /// `peer`'s current connection's figures, if it has one.
     pub(crate) fn info(&self, peer: Sid) -> Option<QuorumLinkInfo> {
         let s = self.slots.get(&peer)?;
-        let c = &s.counters;
+        let c = &s.queue.counters;
         Some(QuorumLinkInfo {
             remote: s.remote,
             packets_received: c.received.load(Ordering::Relaxed),
@@ -428,7 +414,7 @@ impl Slots {
             requests: c.requests.load(Ordering::Relaxed),
             last_zxid: c.last_zxid.load(Ordering::Relaxed),
             queued_packets: c.queued_packets.load(Ordering::Relaxed),
-            queued_bytes: s.queued.load(Ordering::Relaxed),
+            queued_bytes: s.queue.queued.load(Ordering::Relaxed),
         })
     }
 
@@ -465,11 +451,13 @@ impl Slots {
         let slot = Slot {
             generation,
             remote,
-            counters: counters.clone(),
             side,
-            tx,
-            queued: queued.clone(),
-            direct: direct.clone(),
+            queue: QueueTx {
+                tx,
+                queued: queued.clone(),
+                direct: direct.clone(),
+                counters: counters.clone(),
+            },
             _close: close_tx,
             admitted: remote.is_none(),
         };
@@ -1118,17 +1106,10 @@ mod tests {
             scope.spawn(|| {
                 // The storage thread: it holds the write lock, its write was partial,
                 // and it queues the rest a moment later.
-                let _write = slot.direct.write.lock();
+                let _write = slot.queue.direct.write.lock();
                 locked_tx.send(()).unwrap();
                 std::thread::sleep(std::time::Duration::from_millis(50));
-                let queue = Queue {
-                    tx: &slot.tx,
-                    queued: &slot.queued,
-                    direct: &slot.direct,
-                    counters: &slot.counters,
-                    limit: 1 << 20,
-                };
-                assert!(queue.push_locked([rest.clone()], 1, Some(7)));
+                assert!(slot.queue.push_locked([rest.clone()], 1, Some(7), 1 << 20));
             });
             locked_rx.recv().unwrap();
             // The core queues a PING meanwhile.
@@ -1147,7 +1128,7 @@ mod tests {
         let mut installed = slots.install(1, Side::Learner, None, None, 1 << 20);
         let (wr, mut peer) = socket_pair().await;
         let slot = slots.slots.get(&1).expect("installed");
-        *slot.direct.socket.lock() = Some(wr.clone());
+        *slot.queue.direct.socket.lock() = Some(wr.clone());
         let acks = slot.ack_queue(1 << 20);
         let ack = |n: u8| Bytes::from(vec![n; 20]);
 
@@ -1163,18 +1144,18 @@ mod tests {
         let queued: Vec<Bytes> = std::iter::from_fn(|| installed.rx.try_recv()).collect();
         assert_eq!(queued, [Bytes::from(vec![9u8; 16]), ack(2)]);
         for b in &queued {
-            write_shared(&wr, &slot.direct, b).await.unwrap();
+            write_shared(&wr, &slot.queue.direct, b).await.unwrap();
         }
         let mut want = vec![9u8; 16];
         want.extend([2u8; 20]);
         assert_eq!(read_exactly(&mut peer, 36).await, want);
-        assert_eq!(slot.direct.unwritten.load(Ordering::Acquire), 0);
+        assert_eq!(slot.queue.direct.unwritten.load(Ordering::Acquire), 0);
 
         // Written once more straight away, then the connection goes: nothing after.
         assert!(acks.send(ack(3), 1, 3));
         assert_eq!(read_exactly(&mut peer, 20).await, vec![3; 20]);
         assert_eq!(
-            slot.counters.sent.load(Ordering::Relaxed),
+            slot.queue.counters.sent.load(Ordering::Relaxed),
             4,
             "1 PING, 3 ACKs"
         );
@@ -1206,7 +1187,7 @@ mod tests {
         assert_eq!(installed.rx.try_recv().map(|b| b.len()), Some(1000));
         assert_eq!(installed.rx.try_recv().map(|b| b.len()), Some(40));
         assert_eq!(installed.rx.try_recv().map(|b| b.len()), Some(40));
-        assert_eq!(slot.queued.load(Ordering::Acquire), 0);
+        assert_eq!(slot.queue.queued.load(Ordering::Acquire), 0);
         assert!(slot.push([snap], 100), "empty again");
     }
 
@@ -1277,9 +1258,9 @@ mod tests {
         let mut whole = BytesMut::new();
         encode_message(&msg, Side::Leader, &mut whole).unwrap();
         assert_eq!(got[..3].concat(), whole.to_vec());
-        assert_eq!(slot.queued.load(Ordering::Acquire), 0);
+        assert_eq!(slot.queue.queued.load(Ordering::Acquire), 0);
         assert_eq!(
-            slot.counters.sent.load(Ordering::Relaxed),
+            slot.queue.counters.sent.load(Ordering::Relaxed),
             2,
             "two messages"
         );
