@@ -451,6 +451,54 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send>(
     result
 }
 
+/// The requests of one connection read and not yet answered, as the busy poller
+/// counts them ([`BusyPoll::requests_read`]): those with an xid of 0 or more (a
+/// ping's -2 and the other special xids are left out), less the replies with one
+/// written. Those still unanswered when the connection ends are dropped from the
+/// count.
+struct InFlight<'a> {
+    poll: &'a BusyPoll,
+    requests: usize,
+}
+
+impl InFlight<'_> {
+    fn read(&mut self, requests: usize) {
+        if requests > 0 {
+            self.requests += requests;
+            self.poll.requests_read(requests);
+        }
+    }
+
+    /// Counts the replies in `packets`, length-prefixed frames back to back, each
+    /// starting with its reply header's xid (PROTOCOL.md, "Framing").
+    fn answered(&mut self, packets: &[u8]) {
+        if self.requests == 0 {
+            return;
+        }
+        let mut replies = 0usize;
+        let mut rest = packets;
+        while rest.len() >= 8 {
+            let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+            let xid = i32::from_be_bytes([rest[4], rest[5], rest[6], rest[7]]);
+            replies += usize::from(xid >= 0);
+            rest = rest.get(4 + len..).unwrap_or_default();
+        }
+        let replies = replies.min(self.requests);
+        if replies > 0 {
+            self.requests -= replies;
+            self.poll.requests_answered(replies);
+        }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if self.requests > 0 {
+            self.poll.requests_answered(self.requests);
+        }
+    }
+}
+
 async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     conn: u64,
     socket: &mut S,
@@ -462,12 +510,17 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     let mut handshaken = false;
     let mut wbuf = BytesMut::with_capacity(4096);
     let mut gssapi = None;
+    let mut in_flight = InFlight {
+        poll: &params.busy_poll,
+        requests: 0,
+    };
     loop {
         // Hand every complete frame to the core first, all in one message. A malformed
         // frame still lets the ones before it through, then closes the connection.
         let mut inputs = Vec::new();
         let mut malformed = None;
         let mut received_bytes = 0u64;
+        let mut requests = 0usize;
         loop {
             let packet = match take_frame(buf, params.max_buffer) {
                 Ok(Some(p)) => p,
@@ -480,23 +533,27 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
             received_bytes += 4 + packet.len() as u64;
             let input = if handshaken {
                 match decode_request(&packet) {
-                    Ok((xid, opcode, req)) => Input::Request {
-                        conn,
-                        xid,
-                        opcode,
-                        req: match (req, &params.gssapi) {
-                            (Request::Sasl(token), Some(acceptor)) => {
-                                // A short blocking library call (it reads the keytab)
-                                // on this connection's task, as ZooKeeper runs it on
-                                // the connection's thread.
-                                let exchange = gssapi
-                                    .get_or_insert_with(|| GssapiServer::new(acceptor.context()));
-                                Request::SaslGssapi(exchange.evaluate(&token))
-                            }
-                            (req, _) => req,
-                        },
-                        body: request_body(packet, params.ensemble),
-                    },
+                    Ok((xid, opcode, req)) => {
+                        requests += usize::from(xid >= 0);
+                        Input::Request {
+                            conn,
+                            xid,
+                            opcode,
+                            req: match (req, &params.gssapi) {
+                                (Request::Sasl(token), Some(acceptor)) => {
+                                    // A short blocking library call (it reads the keytab)
+                                    // on this connection's task, as ZooKeeper runs it on
+                                    // the connection's thread.
+                                    let exchange = gssapi.get_or_insert_with(|| {
+                                        GssapiServer::new(acceptor.context())
+                                    });
+                                    Request::SaslGssapi(exchange.evaluate(&token))
+                                }
+                                (req, _) => req,
+                            },
+                            body: request_body(packet, params.ensemble),
+                        }
+                    }
                     Err(e) => {
                         malformed = Some(e);
                         break;
@@ -519,6 +576,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
             };
             inputs.push(input);
         }
+        in_flight.read(requests);
         if received_bytes > 0 {
             inputs.push(Input::Received {
                 bytes: received_bytes,
@@ -543,7 +601,10 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
                 // Gather everything queued into one write.
                 loop {
                     match next {
-                        Some(Outbound::Packet(p)) => wbuf.extend_from_slice(&p),
+                        Some(Outbound::Packet(p)) => {
+                            in_flight.answered(&p);
+                            wbuf.extend_from_slice(&p);
+                        }
                         Some(Outbound::Close) | None => {
                             close = true;
                             break;
