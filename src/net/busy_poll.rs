@@ -77,13 +77,19 @@ impl Shared {
         active && self.requests_in_flight.load(Ordering::SeqCst) <= MAX_POLL_IN_FLIGHT
     }
 
-    /// Wakes a sleeping poller. The SeqCst pair (activity stored before `parked` is
-    /// read here; `parked` stored before activity is read in `poll`) means at least one
-    /// side sees the other, and an unpark before the park makes the park return at
-    /// once, so a wake-up is never lost.
+    /// Wakes a sleeping poller, unless there are too many requests in flight for it to
+    /// poll (then [`BusyPoll::requests_answered`] wakes it when they are answered). The
+    /// SeqCst pair (activity stored before `parked` is read here; `parked` stored
+    /// before activity is read in `poll`) means at least one side sees the other, and
+    /// an unpark before the park makes the park return at once, so a wake-up is never
+    /// lost.
     fn wake_if_parked(&self) {
-        // The load first: under load the poller is awake, and a plain read is cheaper
-        // than a swap on every request.
+        if self.requests_in_flight.load(Ordering::SeqCst) > MAX_POLL_IN_FLIGHT {
+            // It would look and park again: a futex call for nothing on every request.
+            return;
+        }
+        // The load first: at light load the poller is mostly awake, and a plain read is
+        // cheaper than a swap on every request.
         if self.parked.load(Ordering::SeqCst) && self.parked.swap(false, Ordering::SeqCst) {
             if let Some(t) = self.thread.get() {
                 t.unpark();
@@ -186,6 +192,7 @@ impl BusyPoll {
         if let Some(s) = &self.shared {
             let before = s.requests_in_flight.fetch_sub(n, Ordering::SeqCst);
             if before > MAX_POLL_IN_FLIGHT && before - n <= MAX_POLL_IN_FLIGHT {
+                // Now at or below the limit, so wake_if_parked goes ahead.
                 s.wake_if_parked();
             }
         }
@@ -331,6 +338,8 @@ mod tests {
             parked_within(2_000),
             "above the limit it sleeps, though within the window (2 s)"
         );
+        // Within the window however long the parking above took.
+        poll.touch();
         poll.requests_answered(1);
         assert!(
             polling_after_20ms(),

@@ -7,7 +7,7 @@
 use crate::config::Config;
 use crate::net::busy_poll::BusyPoll;
 use crate::net::tls;
-use crate::proto::{wire, Request};
+use crate::proto::{opcode, wire, Request};
 use crate::sasl::gssapi::GssapiServer;
 use crate::server::{Input, Outbound};
 use bytes::{Buf, Bytes, BytesMut};
@@ -453,8 +453,8 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send>(
 
 /// The requests of one connection read and not yet answered, as the busy poller
 /// counts them ([`BusyPoll::requests_read`]): those with an xid of 0 or more (a
-/// ping's -2 and the other special xids are left out), less the replies with one
-/// written. Those still unanswered when the connection ends are dropped from the
+/// ping, whose reply has xid -2 whatever its own, and the other special xids are left
+/// out), less the replies with one written. Those still unanswered when the connection ends are dropped from the
 /// count.
 struct InFlight<'a> {
     poll: &'a BusyPoll,
@@ -534,7 +534,8 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
             let input = if handshaken {
                 match decode_request(&packet) {
                     Ok((xid, opcode, req)) => {
-                        requests += usize::from(xid >= 0);
+                        // A ping's reply has xid -2 whatever its request's was.
+                        requests += usize::from(xid >= 0 && opcode != opcode::PING);
                         Input::Request {
                             conn,
                             xid,
