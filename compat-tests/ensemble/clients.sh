@@ -27,7 +27,15 @@ trap 'exit 130' INT TERM
 # start_both EXTRA_CFG JVM_FLAGS: a fresh ZooKeeper ensemble and a fresh keel ensemble
 # with the same zoo.cfg additions (ZooKeeper reads the container reaper interval only as a
 # JVM property, keel as a zoo.cfg key); sets ZK_F and KEEL_F to a follower's client port.
+# The ensembles of an earlier part are kept as $WORK/zk.N and $WORK/keel.N (N = 1 for the
+# first part), so a failure's member logs survive the parts after it.
+parts_started=0
 start_both() {
+  local kind
+  if [ "$parts_started" -gt 0 ]; then
+    for kind in zk keel; do [ -d "$WORK/$kind" ] && mv "$WORK/$kind" "$WORK/$kind.$parts_started"; done
+  fi
+  parts_started=$((parts_started + 1))
   ZK_JVMFLAGS=$2 start_ensemble zk "$WORK/zk" "$ZK_BASE" "$1" \
     || { tail -n 20 "$WORK"/zk/m*/log >&2; return 1; }
   start_ensemble keel "$WORK/keel" "$KEEL_BASE" "$1" \
