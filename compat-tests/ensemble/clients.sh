@@ -43,6 +43,17 @@ start_both() {
   ZK_F=$(ensemble_port "$WORK/zk" follower) && KEEL_F=$(ensemble_port "$WORK/keel" follower)
 }
 
+# keel_roles: each keel member's role changes, printed when a part fails, so the CI log
+# alone says how the ensemble got to the epoch it was in (a clean CI once saw the keel
+# ensemble in epoch 2 at the zkCli part, its logs gone with the run's machine).
+keel_roles() {
+  local log
+  for log in "$WORK"/keel/m*/log; do
+    echo "--- $log: role changes"
+    grep -a 'role change' "$log" | head -n 20
+  done
+}
+
 # results KIND FILE: the sorted `name outcome` lines of one run's output.
 curator_results() { sed -n 's/^\(PASS\|FAIL\) \([^:]*\).*/\2 \1/p' "$1" | sort; }
 recipes_results() { # JUNIT_XML
@@ -76,7 +87,7 @@ if start_both $'extendedTypesEnabled=true\nenforceQuota=true\nznode.container.ch
   ZKCLI_EXTERNAL=1 ZKCLI_PORT_A=$ZK_F ZKCLI_PORT_B=$KEEL_F WORK=$WORK/zkcli \
     bash "$HERE/../zkcli/run.sh" zk keel > "$WORK/zkcli.out" 2>&1
   rc=$?
-  [ $rc -eq 0 ] || { grep -v '^zkcli: ' "$WORK/zkcli.out" | head -n 60; status=1; }
+  [ $rc -eq 0 ] || { grep -v '^zkcli: ' "$WORK/zkcli.out" | head -n 60; keel_roles; status=1; }
   grep '^zkcli: ' "$WORK/zkcli.out" | sed 's/(zk vs keel/(zk vs keel follower/' \
     || { echo "zkcli: FAIL (no result; see $WORK/zkcli.out)"; status=1; }
 else
@@ -94,14 +105,14 @@ if start_both $'extendedTypesEnabled=true\nznode.container.checkIntervalMs=1000'
       > "$WORK/curator-$kind.out" 2> "$WORK/curator-$kind.err"
     curator_results "$WORK/curator-$kind.out" > "$WORK/curator-$kind.results"
   done
-  compare curator "$WORK/curator-zk.results" "$WORK/curator-keel.results" || status=1
+  compare curator "$WORK/curator-zk.results" "$WORK/curator-keel.results" || { keel_roles; status=1; }
   for kind in zk keel; do
     port=$ZK_F; [ $kind = keel ] && port=$KEEL_F
     RECIPES_SERVER=127.0.0.1:$port RECIPES_WORK=$WORK/recipes-$kind \
       bash "$HERE/../recipes/run.sh" $kind > "$WORK/recipes-$kind.out" 2>&1
     recipes_results "$WORK/recipes-$kind/junit.xml" > "$WORK/recipes-$kind.results" 2>/dev/null
   done
-  compare recipes "$WORK/recipes-zk.results" "$WORK/recipes-keel.results" || status=1
+  compare recipes "$WORK/recipes-zk.results" "$WORK/recipes-keel.results" || { keel_roles; status=1; }
 else
   echo "curator: FAIL (ensembles did not start)"; echo "recipes: FAIL (ensembles did not start)"
   status=1

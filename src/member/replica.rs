@@ -879,12 +879,20 @@ impl Replica {
             None => tracing::info!(leader, "election result: sid {leader} leads"),
         };
         match change {
-            RoleChange::Looking => tracing::info!(
-                accepted_epoch,
-                current_epoch,
-                last_zxid,
-                "role change: sid {me} LOOKING (electing a leader)"
-            ),
+            RoleChange::Looking => match self.peer.looked_because() {
+                Some(why) => tracing::info!(
+                    accepted_epoch,
+                    current_epoch,
+                    last_zxid,
+                    "role change: sid {me} LOOKING (electing a leader): {why}"
+                ),
+                None => tracing::info!(
+                    accepted_epoch,
+                    current_epoch,
+                    last_zxid,
+                    "role change: sid {me} LOOKING (electing a leader)"
+                ),
+            },
             RoleChange::Leading => {
                 elected(me);
                 tracing::info!(

@@ -242,6 +242,7 @@ impl Leader {
         let tick = ctx.config.tick_ms;
         if self.phase != Phase::Established && now >= self.phase_deadline_ms {
             // No quorum within initLimit: elect again (ZooKeeper's lead() times out).
+            ctx.look_because("no quorum of learners through discovery and sync within initLimit");
             return self.step_down();
         }
         // A learner silent for initLimit (while syncing) or syncLimit (after) is
@@ -282,6 +283,7 @@ impl Leader {
             // good): after syncLimit without a commit, elect again. The next leader
             // establishes every txn it holds with a NEWLEADER quorum of its configs.
             if now.saturating_sub(prior.waiting_since_ms) > sync {
+                ctx.look_because("the old config's txns went uncommitted for syncLimit");
                 return self.step_down();
             }
         }
@@ -300,6 +302,9 @@ impl Leader {
             // With a reconfig pending, of both configs (Leader.lead's syncedAckSet).
             let live: Vec<Sid> = live.collect();
             if !ctx.all_quorums(live.iter().copied()) {
+                ctx.look_because(
+                    "lost its quorum: too few synced learners heard from within syncLimit",
+                );
                 return self.step_down();
             }
         }
@@ -353,7 +358,7 @@ impl Leader {
                     // repeat without end: an acceptedEpoch only rises by a LEADERINFO
                     // from a leader that had a quorum of FOLLOWERINFOs, and each step
                     // down raises the next epoch chosen.
-                    return Next::Look;
+                    return ctx.look_because("a learner has accepted a newer epoch");
                 }
                 // A new connection from a known learner replaces its old handler.
                 self.handlers.insert(

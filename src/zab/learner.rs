@@ -150,12 +150,19 @@ impl Learner {
                     _ => ctx.config.init_limit,
                 } * ctx.config.tick_ms;
                 if ctx.now_ms.saturating_sub(self.last_heard_ms) > limit {
-                    Next::Look
+                    ctx.look_because(match self.phase {
+                        Phase::AwaitUpToDate | Phase::Broadcast => {
+                            "nothing from the leader within syncLimit"
+                        }
+                        _ => "nothing from the leader within initLimit",
+                    })
                 } else {
                     Next::Stay
                 }
             }
-            Input::Disconnected { peer } if peer == self.leader => Next::Look,
+            Input::Disconnected { peer } if peer == self.leader => {
+                ctx.look_because("the leader's connection closed")
+            }
             Input::Message { from, msg } if from == self.leader => {
                 self.last_heard_ms = ctx.now_ms;
                 self.on_message(ctx, msg)
@@ -182,7 +189,7 @@ impl Learner {
                     -1
                 } else {
                     // We promised a newer epoch to another leader.
-                    return Next::Look;
+                    return ctx.look_because("the leader's epoch is below the one accepted");
                 };
                 self.epoch = new_epoch;
                 self.phase = Phase::AwaitSync;
@@ -203,7 +210,7 @@ impl Learner {
                 if !ctx.log.truncate_after(z) {
                     // The leader would drop a txn we know committed: refuse to follow
                     // it (ZooKeeper exits, ZOOKEEPER-3701).
-                    return Next::Look;
+                    return ctx.look_because("the leader's TRUNC would drop a committed txn");
                 }
                 // The truncation is durable before any later txn is appended.
                 ctx.emit(Action::TruncateLog { after: z });
@@ -244,7 +251,7 @@ impl Learner {
                     // Txns come one after another on one stream (ZOOKEEPER-4925's
                     // continuity): a gap is a stream that lost some (messages meant
                     // for a connection that was replaced) or a broken leader.
-                    return Next::Look;
+                    return ctx.look_because("a txn from the leader out of zxid order");
                 }
                 if ctx.config.reconfig_enabled {
                     if let Some(qv) = config_of_txn(&t.data) {
@@ -293,7 +300,7 @@ impl Learner {
                 }
                 let t = Txn { zxid: z, data: txn };
                 if !ctx.log.append_next(t.clone()) {
-                    return Next::Look;
+                    return ctx.look_because("a txn from the leader out of zxid order");
                 }
                 let qv = config_of_txn(&t.data);
                 ctx.emit(Action::AppendTxns {
@@ -324,7 +331,7 @@ impl Learner {
                 }
                 let t = Txn { zxid: z, data: txn };
                 if !ctx.log.append_next(t.clone()) {
-                    return Next::Look;
+                    return ctx.look_because("a txn from the leader out of zxid order");
                 }
                 ctx.emit(Action::AppendTxns {
                     txns: vec![t],
@@ -334,7 +341,7 @@ impl Learner {
             }
             (Phase::Syncing, Message::NewLeader { epoch, config }) => {
                 if epoch != self.epoch {
-                    return Next::Look;
+                    return ctx.look_because("NEWLEADER for another epoch");
                 }
                 // The leader's last seen config, to complete with it (ZOOKEEPER-1324)
                 // and activate at UPTODATE (Learner.syncWithLeader).
@@ -423,7 +430,7 @@ impl Learner {
             // Leader PINGs may start once NEWLEADER is queued; they are ignored during
             // sync.
             (_, Message::Ping { .. }) => Next::Stay,
-            _ => Next::Look,
+            _ => ctx.look_because("a message from the leader out of place"),
         }
     }
 
@@ -519,7 +526,7 @@ impl Learner {
         }
         if !ctx.log.commit_to(z) {
             // A COMMIT for a txn we do not hold: the leader and we disagree.
-            return Next::Look;
+            return ctx.look_because("a COMMIT for a txn not held");
         }
         ctx.emit(Action::Commit { upto: z });
         Next::Stay

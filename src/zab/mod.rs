@@ -391,10 +391,21 @@ pub struct Ctx {
     /// The newest config seen (`lastSeenQuorumVerifier`): `config.quorum` itself, or a
     /// newer one proposed and not yet committed.
     pub last_seen: QuorumVerifier,
+    /// Why the role that is ending went LOOKING, set just before it returns
+    /// [`Next::Look`] ([`Ctx::look_because`]) and taken by the transition.
+    leaving_because: Option<&'static str>,
     out: Vec<Action>,
 }
 
 impl Ctx {
+    /// [`Next::Look`], recording `why` for the role change's log line (ZooKeeper logs
+    /// the same events as exceptions: "Read timed out", "Not sufficient followers
+    /// synced", "Timeout while waiting for epoch from quorum").
+    pub fn look_because(&mut self, why: &'static str) -> Next {
+        self.leaving_because = Some(why);
+        Next::Look
+    }
+
     /// Queues an action.
     pub fn emit(&mut self, action: Action) {
         self.out.push(action);
@@ -615,6 +626,9 @@ pub struct Peer {
     /// was still LOOKING, at most one per sid: handed to the leader if this member
     /// comes to lead, else their connections are closed (see `hold_learner`).
     held_learners: Vec<(Sid, Message)>,
+    /// Why this member last went LOOKING from another role (None at start, or when
+    /// the role gave no reason).
+    looked_because: Option<&'static str>,
 }
 
 impl Peer {
@@ -649,6 +663,7 @@ impl Peer {
             durable,
             now_ms,
             decided: None,
+            leaving_because: None,
             out: Vec::new(),
         };
         let election = Election::start(&mut ctx, 0);
@@ -656,6 +671,7 @@ impl Peer {
             ctx,
             role: Role::Looking(election),
             held_learners: Vec::new(),
+            looked_because: None,
         };
         let mut peer = peer;
         let out = std::mem::take(&mut peer.ctx.out);
@@ -821,9 +837,13 @@ impl Peer {
     fn transition(&mut self, mut next: Next) {
         // Bounded: each hand-over either settles or goes to LOOKING, which settles.
         for _ in 0..4 {
+            // Taken whatever comes next: a reason left by a role that handed over
+            // (a leader to the designated one) is not the next LOOKING's.
+            let why = self.ctx.leaving_because.take();
             next = match next {
                 Next::Stay => return,
                 Next::Look => {
+                    self.looked_because = why;
                     self.close_role();
                     self.ctx.emit(Action::RoleChanged(RoleChange::Looking));
                     let round = match &self.role {
@@ -884,6 +904,13 @@ impl Peer {
     /// acceptedEpoch and currentEpoch.
     pub fn epochs(&self) -> (u32, u32) {
         (self.ctx.accepted_epoch, self.ctx.current_epoch)
+    }
+
+    /// Why this member last went LOOKING from leading or learning (the leader lost
+    /// its quorum, the leader went silent for syncLimit, ...), for the role change's
+    /// log line; `None` before any such change or when the role gave no reason.
+    pub fn looked_because(&self) -> Option<&'static str> {
+        self.looked_because
     }
 
     /// The state as a notification would report it.

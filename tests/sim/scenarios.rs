@@ -681,3 +681,48 @@ fn learner_with_a_newer_accepted_epoch_rejoins() {
     write(&mut w, 5);
     converge(&mut w);
 }
+
+/// A member that leaves its role says why (the role change's log line): an isolated
+/// leader has lost its quorum, and its followers have heard nothing from it within
+/// syncLimit, or saw its connection close (the simulated network delivers the close
+/// of the leader's stepping down even across the partition). Operators read these lines to tell a stall from a crash (a clean CI once
+/// found an ensemble in epoch 2 with no way left to tell which).
+#[test]
+fn a_member_going_looking_says_why() {
+    let mut w = world(7, Options::quiet(3));
+    let l = settle(&mut w);
+    write(&mut w, 3);
+    let fs = followers(&w, l);
+    w.isolate(l);
+    let left = w.run_until_cond(10_000, |w| {
+        w.members.iter().all(|m| {
+            m.peer
+                .as_ref()
+                .is_some_and(|p| p.looked_because().is_some())
+        })
+    });
+    ok(&w);
+    let why = |sid: Sid| {
+        w.members[sid as usize - 1]
+            .peer
+            .as_ref()
+            .unwrap()
+            .looked_because()
+    };
+    expect(&w, left, "every member went LOOKING with a reason");
+    expect(
+        &w,
+        why(l).is_some_and(|r| r.starts_with("lost its quorum")),
+        &format!("the isolated leader's reason: {:?}", why(l)),
+    );
+    for f in fs {
+        expect(
+            &w,
+            matches!(
+                why(f),
+                Some("nothing from the leader within syncLimit" | "the leader's connection closed")
+            ),
+            &format!("follower {f}'s reason: {:?}", why(f)),
+        );
+    }
+}
