@@ -317,7 +317,7 @@ pub async fn run(
     let storage_stats = replica.server().stats.metrics.storage.clone();
     let chunk_slots = Arc::new(Semaphore::new(SNAPSHOT_CHUNKS_IN_FLIGHT));
     let written_slots = chunk_slots.clone();
-    let (busy_poll, _busy_poll_thread) = BusyPoll::start(config.busy_poll_us)?;
+    let (busy_poll, _busy_poll_thread) = BusyPoll::start(config.busy_poll_us())?;
     let purge = persist::Purge {
         retain: config.autopurge_snap_retain_count as usize,
         interval_hours: config.autopurge_purge_interval_hours,

@@ -76,7 +76,7 @@ pub async fn run(
     let chunk_slots = Arc::new(Semaphore::new(SNAPSHOT_CHUNKS_IN_FLIGHT));
     let written_slots = chunk_slots.clone();
     // Dropped when this function returns, which stops the poller thread.
-    let (busy_poll, _busy_poll_thread) = BusyPoll::start(config.busy_poll_us)?;
+    let (busy_poll, _busy_poll_thread) = BusyPoll::start(config.busy_poll_us())?;
     let storage_poll = busy_poll.clone();
     let storage_thread = std::thread::Builder::new()
         .name("keel-storage".into())

@@ -16,7 +16,9 @@
 //! flight and for `window_us` after the latest activity (a read from a client, the
 //! end of a sync); otherwise it sleeps, so an idle server uses no CPU. Its cost is that
 //! CPU time (shown in `top`), up to `window_us` per request on a lightly loaded server.
-//! zoo.cfg key `keel.busyPollUs` sets the window; 0 turns the thread off.
+//! zoo.cfg key `keel.busyPollUs` sets the window; 0 turns the thread off. An ensemble
+//! member runs without it unless the key is set (`Config::busy_poll_us`: there it
+//! made 1 x 1 writes slower, the CPU it holds being wanted by the other members).
 //!
 //! It polls only under light load: not while more than [`MAX_POLL_IN_FLIGHT`] client
 //! requests are read and unanswered. Under load the CPUs seldom idle long, so there is
