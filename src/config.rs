@@ -986,7 +986,7 @@ impl Config {
     /// The busy-poll window in microseconds (`keel.busyPollUs`), 0 for none: as set, or
     /// when not set [`DEFAULT_BUSY_POLL_US`] for a standalone server and 0 for an
     /// ensemble member. Why the two differ, measured on this project's 2-vCPU VM,
-    /// alternated runs (medians of 6, zkload 1 x 1, p50): standalone, the poller took
+    /// alternated runs (medians of 6 each, zkload 1 x 1, p50): standalone, the poller took
     /// sets from 359 to 313 us with gets unchanged (50 / 49 us); in a 3-member ensemble,
     /// through a follower, it made writes slower, create 727 -> 931 us, set 676 -> 854,
     /// delete 704 -> 834, gets unchanged (50 / 48 us). There three members and the

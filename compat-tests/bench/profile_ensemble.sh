@@ -15,7 +15,8 @@
 # Reports in $PROFILE_DIR (default /tmp/keel-profile-ensemble); a summary on stdout.
 # Needs perf (apt-get install -y linux-perf). KEEL_BIN as in run.sh; ports
 # PROFILE_BASE+1..+23 (default 5100). PROFILE_EXTRA_CFG: zoo.cfg lines added to every member
-# (e.g. keel.busyPollUs=0: the busy-poll thread's spinning counts in a member's CPU time).
+# (e.g. keel.busyPollUs=200 to profile with the busy-poll thread, off in an ensemble by
+# default; its spinning counts in a member's CPU time).
 # PROFILE_KEEP_DATA=1 keeps the perf record files (PHASE-ROLE.data) and the keel binary they
 # sampled, for `perf report -i ... -S SYMBOL -g caller` afterwards.
 set -uo pipefail

@@ -50,7 +50,7 @@ keel_roles() {
   local log
   for log in "$WORK"/keel/m*/log; do
     echo "--- $log: role changes"
-    grep -a 'role change' "$log" | head -n 20
+    grep -a 'role change:' "$log" | tail -n 30
   done
 }
 

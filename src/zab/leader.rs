@@ -242,7 +242,12 @@ impl Leader {
         let tick = ctx.config.tick_ms;
         if self.phase != Phase::Established && now >= self.phase_deadline_ms {
             // No quorum within initLimit: elect again (ZooKeeper's lead() times out).
-            ctx.look_because("no quorum of learners through discovery and sync within initLimit");
+            // Each phase has its own initLimit from its start.
+            ctx.look_because(match self.phase {
+                Phase::Discovery => "no quorum of FOLLOWERINFOs within initLimit",
+                Phase::AwaitEpochAcks => "no quorum of ACKEPOCHs within initLimit",
+                _ => "no quorum of NEWLEADER ACKs (with its own sync) within initLimit",
+            });
             return self.step_down();
         }
         // A learner silent for initLimit (while syncing) or syncLimit (after) is

@@ -145,23 +145,28 @@ impl Learner {
             Input::Tick => {
                 // Without the leader for initLimit (syncing) or syncLimit (after the
                 // NEWLEADER ACK) a learner goes LOOKING (its socket read times out).
-                let limit = match self.phase {
-                    Phase::AwaitUpToDate | Phase::Broadcast => ctx.config.sync_limit,
-                    _ => ctx.config.init_limit,
-                } * ctx.config.tick_ms;
-                if ctx.now_ms.saturating_sub(self.last_heard_ms) > limit {
-                    ctx.look_because(match self.phase {
-                        Phase::AwaitUpToDate | Phase::Broadcast => {
-                            "nothing from the leader within syncLimit"
-                        }
-                        _ => "nothing from the leader within initLimit",
-                    })
+                let (ticks, why) = match self.phase {
+                    Phase::AwaitUpToDate | Phase::Broadcast => (
+                        ctx.config.sync_limit,
+                        "nothing from the leader within syncLimit",
+                    ),
+                    _ => (
+                        ctx.config.init_limit,
+                        "nothing from the leader within initLimit",
+                    ),
+                };
+                if ctx.now_ms.saturating_sub(self.last_heard_ms) > ticks * ctx.config.tick_ms {
+                    ctx.look_because(why)
                 } else {
                     Next::Stay
                 }
             }
             Input::Disconnected { peer } if peer == self.leader => {
-                ctx.look_because("the leader's connection closed")
+                ctx.look_because(match self.phase {
+                    // Its tries used up, or the leader refused our FOLLOWERINFO.
+                    Phase::AwaitLeaderInfo => "could not connect to or register with the leader",
+                    _ => "the leader's connection closed",
+                })
             }
             Input::Message { from, msg } if from == self.leader => {
                 self.last_heard_ms = ctx.now_ms;
@@ -458,7 +463,7 @@ impl Learner {
         designated: Option<Sid>,
     ) -> Next {
         let Some(qv) = qv else {
-            return Next::Look;
+            return ctx.look_because("an activation of a config not held");
         };
         if !ctx.config.reconfig_enabled {
             return Next::Stay;
@@ -469,7 +474,9 @@ impl Learner {
             let now = &ctx.config.quorum;
             let moved = !same_quorum_address(self.leader, &before, now);
             return match kind_changed || moved || !now.is_participant(self.leader) {
-                true => Next::Look,
+                true => {
+                    ctx.look_because("a reconfig changed this member's role or the leader's place")
+                }
                 false => Next::Stay,
             };
         };
@@ -526,7 +533,7 @@ impl Learner {
         }
         if !ctx.log.commit_to(z) {
             // A COMMIT for a txn we do not hold: the leader and we disagree.
-            return ctx.look_because("a COMMIT for a txn not held");
+            return ctx.look_because("a commit (COMMIT, UPTODATE, INFORM, ...) of a txn not held");
         }
         ctx.emit(Action::Commit { upto: z });
         Next::Stay

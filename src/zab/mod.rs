@@ -626,8 +626,8 @@ pub struct Peer {
     /// was still LOOKING, at most one per sid: handed to the leader if this member
     /// comes to lead, else their connections are closed (see `hold_learner`).
     held_learners: Vec<(Sid, Message)>,
-    /// Why this member last went LOOKING from another role (None at start, or when
-    /// the role gave no reason).
+    /// Why this member's latest LOOKING role change happened (None at start, or when
+    /// it gave no reason, as an election starting again under a newer config).
     looked_because: Option<&'static str>,
 }
 
@@ -906,9 +906,10 @@ impl Peer {
         (self.ctx.accepted_epoch, self.ctx.current_epoch)
     }
 
-    /// Why this member last went LOOKING from leading or learning (the leader lost
-    /// its quorum, the leader went silent for syncLimit, ...), for the role change's
-    /// log line; `None` before any such change or when the role gave no reason.
+    /// Why this member's latest LOOKING role change happened (the leader lost its
+    /// quorum, the leader went silent for syncLimit, ...), for that change's log line;
+    /// `None` before any, or when it gave no reason (an election started again under
+    /// a newer config, or one that chose this non-voting member).
     pub fn looked_because(&self) -> Option<&'static str> {
         self.looked_because
     }

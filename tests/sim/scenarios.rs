@@ -685,8 +685,9 @@ fn learner_with_a_newer_accepted_epoch_rejoins() {
 /// A member that leaves its role says why (the role change's log line): an isolated
 /// leader has lost its quorum, and its followers have heard nothing from it within
 /// syncLimit, or saw its connection close (the simulated network delivers the close
-/// of the leader's stepping down even across the partition). Operators read these lines to tell a stall from a crash (a clean CI once
-/// found an ensemble in epoch 2 with no way left to tell which).
+/// of the leader's stepping down even across the partition). Operators read these
+/// lines to tell a stall from a crash (a clean CI once found an ensemble in epoch 2
+/// with no way left to tell which).
 #[test]
 fn a_member_going_looking_says_why() {
     let mut w = world(7, Options::quiet(3));
