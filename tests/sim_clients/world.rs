@@ -71,13 +71,22 @@ pub struct Options {
     /// their appends are durable at once, while the real fsync (which a crash waits
     /// for) comes later.
     pub lying_fsync: bool,
+    /// A follower's ACKs are sent by its storage once the txn is synced, as keel's
+    /// storage thread sends them by default ([`keel::zab::Config::storage_acks`],
+    /// `keel.storageAcks`); false: by the core when it hears of the sync.
+    pub storage_acks: bool,
+    /// A deliberately broken storage for the checker's teeth test: with
+    /// [`Options::storage_acks`], a follower's storage sends its ACKs when the txn is
+    /// appended, before the fsync (which a crash waits for).
+    pub acks_before_fsync: bool,
 }
 
 impl Options {
     /// A member's fsync latency range when no fault slows it, ms: fast, except with
-    /// [`Options::lying_fsync`], where a slow fsync widens the window a crash loses.
+    /// [`Options::lying_fsync`] and [`Options::acks_before_fsync`], where a slow fsync
+    /// widens the window a crash loses.
     fn normal_fsync_ms(&self) -> (u64, u64) {
-        if self.lying_fsync {
+        if self.lying_fsync || self.acks_before_fsync {
             (200, 800)
         } else {
             (0, 2)
@@ -158,6 +167,9 @@ struct Member {
     fsync_ms: (u64, u64),
     /// The server's role when last looked at (its changes are traced).
     role: Option<Role>,
+    /// ACKs the storage sends once their txn is synced ([`Options::storage_acks`]):
+    /// zxid, to whom, and on which connection (generation) the core asked for it.
+    storage_acks: Vec<(Zxid, Sid, u64)>,
 }
 
 /// What a client waits for.
@@ -324,6 +336,7 @@ impl World {
                 snap_stepping: false,
                 fsync_ms: opts.normal_fsync_ms(),
                 role: None,
+                storage_acks: Vec::new(),
             });
         }
         for sid in 1..=opts.members as Sid {
@@ -433,7 +446,8 @@ impl World {
     fn start(&mut self, sid: Sid) {
         let now = self.now;
         let n = self.opts.members as Sid;
-        let config = Config::new(sid, QuorumVerifier::new(1..=n, []), ZAB_TICK_MS, 10, 5);
+        let mut config = Config::new(sid, QuorumVerifier::new(1..=n, []), ZAB_TICK_MS, 10, 5);
+        config.storage_acks = self.opts.storage_acks;
         // SNAP steps of a few znodes: the clients' txns apply between them, so a SNAP is
         // fuzzy as a loaded leader's is.
         let step_bytes = self.rng.gen_range(1..400);
@@ -471,6 +485,7 @@ impl World {
         m.replica = None;
         m.storage.crash();
         m.syncing = false;
+        m.storage_acks.clear();
         for peer in self.all().collect::<Vec<_>>() {
             if peer != sid {
                 self.break_conn(sid, peer);
@@ -492,6 +507,21 @@ impl World {
         for (s, p) in [(a, b), (b, a)] {
             if self.alive(s) {
                 self.disconnect_later(s, p, 1..20);
+            }
+        }
+    }
+
+    /// Sends the ACKs `sid`'s storage holds for txns up to `zxid`, each on the
+    /// connection it was asked for (dropped if that one is gone or replaced).
+    fn send_storage_acks(&mut self, sid: Sid, zxid: Zxid) {
+        let m = self.m(sid);
+        let synced = m.storage_acks.iter().take_while(|a| a.0 <= zxid).count();
+        let acks: Vec<(Zxid, Sid, u64)> = m.storage_acks.drain(..synced).collect();
+        for (z, to, generation) in acks {
+            if self.conns.get(&key(sid, to)) == Some(&generation) {
+                self.log(|| format!("storage of {sid} -> {to}: ACK {z:#x}"));
+                self.count("storage ACKs");
+                self.send(sid, to, Message::Ack { zxid: z });
             }
         }
     }
@@ -614,9 +644,32 @@ impl World {
             Action::AppendTxns { txns, .. } => txns.last().map(|t| t.zxid),
             _ => None,
         };
+        match &a {
+            // On the connection up now, as the runtime's handle is; none: lost, as a
+            // message sent now would be.
+            Action::AppendTxns {
+                txns,
+                ack_to: Some(to),
+            } => {
+                if let Some(&generation) = self.conns.get(&key(sid, *to)) {
+                    let acks = txns.iter().map(|t| (t.zxid, *to, generation));
+                    self.m(sid).storage_acks.extend(acks);
+                    if self.opts.acks_before_fsync {
+                        self.send_storage_acks(sid, Zxid::MAX);
+                    }
+                }
+            }
+            Action::TruncateLog { after } => {
+                let after = *after;
+                self.m(sid).storage_acks.retain(|&(z, _, _)| z <= after);
+            }
+            Action::InstallSnapshot { .. } => self.m(sid).storage_acks.clear(),
+            _ => {}
+        }
         let a = match zab_storage::execute(&mut self.m(sid).storage, a) {
             Ok(()) => {
                 if let Some(zxid) = appended.filter(|_| self.opts.lying_fsync) {
+                    self.send_storage_acks(sid, zxid);
                     let now = self.now;
                     let _span = member_span(sid, now);
                     let r = self.m(sid).replica.as_mut().expect("alive");
@@ -751,7 +804,10 @@ impl World {
                     let m = self.m(sid);
                     m.syncing = false;
                     let zxid = m.storage.sync_to(point);
+                    // The storage's ACKs go before the core hears of the sync.
+                    self.send_storage_acks(sid, zxid);
                     let _span = member_span(sid, now);
+                    let m = self.m(sid);
                     let effects = m.replica.as_mut().expect("alive").durable(now, zxid);
                     self.execute(sid, effects);
                 }

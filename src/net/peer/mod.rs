@@ -629,7 +629,7 @@ impl PeerNet {
     /// §1), a FOLLOWERINFO / OBSERVERINFO to a sid with no server line (no quorum
     /// address), or a message with no wire form is logged and dropped.
     ///
-    /// What [`PeerNet::send_corked`] holds is queued first, so a peer gets every message
+    /// What [`PeerNet::send_corked`] holds is sent first, so a peer gets every message
     /// in the order sent.
     pub fn send(&mut self, to: Sid, msg: Message) {
         self.flush();
@@ -645,9 +645,10 @@ impl PeerNet {
 
     /// Sends `msg` to `to` as [`PeerNet::send`] does, but a PROPOSAL, ACK, COMMIT,
     /// INFORM, PING, REQUEST or REVALIDATE waits, encoded, until [`PeerNet::flush`]
-    /// queues it with the others for the same peer as one piece (one lock, one
-    /// allocation, one wake-up of the peer's writer per peer and turn). Any other
-    /// message flushes first, so each peer still gets every message in order.
+    /// sends it with the others for the same peer as one piece (one lock, one
+    /// allocation, one write per peer and turn, made by the core itself when nothing is
+    /// queued before it). Any other message flushes first, so each peer still gets
+    /// every message in order.
     pub fn send_corked(&mut self, to: Sid, msg: Message) {
         if msg.is_steady() {
             self.cork.send(&self.shared, to, &msg);
@@ -656,14 +657,14 @@ impl PeerNet {
         }
     }
 
-    /// Queues what [`PeerNet::send_corked`] holds. The core calls it when it has
+    /// Sends what [`PeerNet::send_corked`] holds. The core calls it when it has
     /// executed its turn's effects, and before any effect other than a send, a reply
     /// or an append.
     pub fn flush(&mut self) {
         self.cork.flush(&self.shared);
     }
 
-    /// Queues what the cork holds, then a handle on `peer`'s current quorum connection
+    /// Sends what the cork holds, then a handle on `peer`'s current quorum connection
     /// for the storage thread to send ACKs on once it has synced their txns
     /// ([`crate::zab::Action::AppendTxns`]'s `ack_to`): they go after everything sent
     /// to `peer` before, and nowhere if the connection closes first. `None` without a
